@@ -1,0 +1,1 @@
+"""The conformance suite: cases, suites and certification of any runtime."""

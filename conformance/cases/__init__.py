@@ -1,0 +1,1 @@
+"""The case catalogue: packages, requests and the expectations a runtime must meet."""

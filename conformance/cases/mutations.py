@@ -1,0 +1,215 @@
+"""Mutations of valid packages, written as data.
+
+A :class:`Mutation` names a base package (``fixtures/packages/<base>``), a few edit operations
+and the rule code that the edited package must be refused with (and where). The same records
+drive the fail-closed tests, the examples in ``docs/rules.md`` and the conformance suite's
+invalid packages.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from fixtures import package_path
+from reference_runtime.errors import format_location
+from reference_runtime.package.parse import find_metadata
+
+Path_ = tuple  # a document path: keys and list indices
+
+
+@dataclass(frozen=True)
+class Set:
+    path: Path_
+    value: object
+
+    def apply(self, doc):
+        parent, key = _parent(doc, self.path)
+        if isinstance(parent, list) and key == len(parent):
+            parent.append(copy.deepcopy(self.value))
+        else:
+            parent[key] = copy.deepcopy(self.value)
+
+    def describe(self) -> str:
+        return f"set `{format_location(self.path)}` to `{_show(self.value)}`"
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: Path_
+
+    def apply(self, doc):
+        parent, key = _parent(doc, self.path)
+        del parent[key]
+
+    def describe(self) -> str:
+        return f"delete `{format_location(self.path)}`"
+
+
+@dataclass(frozen=True)
+class Rename:
+    """Rename a mapping key in place (keeping its position)."""
+
+    path: Path_
+    new_key: str
+
+    def apply(self, doc):
+        parent, key = _parent(doc, self.path)
+        items = list(parent.items())
+        parent.clear()
+        for k, v in items:
+            parent[self.new_key if k == key else k] = v
+
+    def describe(self) -> str:
+        return f"rename `{format_location(self.path)}` to `{self.new_key}`"
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Insert ``value`` into the list at ``path`` before ``index``."""
+
+    path: Path_
+    index: int
+    value: object
+
+    def apply(self, doc):
+        target = _get(doc, self.path)
+        target.insert(self.index, copy.deepcopy(self.value))
+
+    def describe(self) -> str:
+        return f"insert `{_show(self.value)}` at `{format_location((*self.path, self.index))}`"
+
+
+@dataclass(frozen=True)
+class ReplaceText:
+    """Edit the metadata file's text (for what a parsed document cannot express)."""
+
+    old: str
+    new: str
+    count: int = 1
+
+    def apply_text(self, text: str) -> str:
+        if self.old not in text:
+            raise ValueError(f"text {self.old!r} not found in the metadata file")
+        return text.replace(self.old, self.new, self.count)
+
+    def describe(self) -> str:
+        return f"in the metadata text, replace `{self.old.strip()}` with `{self.new.strip()}`"
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    relpath: str
+    data: bytes
+
+    def apply_files(self, root: Path) -> None:
+        target = root / self.relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(self.data)
+
+    def describe(self) -> str:
+        return f"write {len(self.data)} bytes to `{self.relpath}`"
+
+
+@dataclass(frozen=True)
+class DeleteFile:
+    relpath: str
+
+    def apply_files(self, root: Path) -> None:
+        (root / self.relpath).unlink()
+
+    def describe(self) -> str:
+        return f"delete the file `{self.relpath}`"
+
+
+@dataclass(frozen=True)
+class Symlink:
+    """Make ``relpath`` a symlink to ``target`` (``{outside}`` = a file outside the package)."""
+
+    relpath: str
+    target: str
+
+    def apply_files(self, root: Path) -> None:
+        link = root / self.relpath
+        target = self.target
+        if "{outside}" in target:
+            outside = root.parent / "outside-the-package.bin"
+            outside.write_bytes(b"not part of the package")
+            target = target.replace("{outside}", str(outside))
+        if link.exists() or link.is_symlink():
+            link.unlink()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, link)
+
+    def describe(self) -> str:
+        where = "a file outside the package" if "{outside}" in self.target else self.target
+        return f"replace `{self.relpath}` with a symlink to {where}"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    code: str  # the one rule code the mutated package must be refused with
+    base: str  # fixtures/packages/<base>
+    ops: tuple
+    location: str  # where (one of) the violations must point
+    note: str = ""  # what the mutation breaks, in words
+
+    @property
+    def ident(self) -> str:
+        return f"{self.code}-{self.base}-{self.note or self.location}".replace(" ", "_")
+
+    def describe(self) -> str:
+        return "; ".join(op.describe() for op in self.ops)
+
+    def materialise(self, dest: Path) -> Path:
+        """Copy the base package into ``dest`` and apply the mutation. Returns the folder."""
+        root = dest / self.base
+        shutil.copytree(package_path(self.base), root, symlinks=True)
+        metadata = find_metadata(root)
+        doc_ops = [op for op in self.ops if hasattr(op, "apply")]
+        text_ops = [op for op in self.ops if hasattr(op, "apply_text")]
+        file_ops = [op for op in self.ops if hasattr(op, "apply_files")]
+        if doc_ops:
+            text = metadata.read_text()
+            is_json = metadata.suffix == ".json"
+            doc = json.loads(text) if is_json else yaml.safe_load(text)
+            for op in doc_ops:
+                op.apply(doc)
+            if is_json:
+                metadata.write_text(json.dumps(doc, indent=2) + "\n")
+            else:
+                metadata.write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
+        for op in text_ops:
+            metadata.write_text(op.apply_text(metadata.read_text()))
+        for op in file_ops:
+            op.apply_files(root)
+        return root
+
+
+def load_document(base: str) -> dict:
+    """The parsed document of a base package (for building mutation values)."""
+    metadata = find_metadata(package_path(base))
+    text = metadata.read_text()
+    return json.loads(text) if metadata.suffix == ".json" else yaml.safe_load(text)
+
+
+def _get(doc, path):
+    node = doc
+    for part in path:
+        node = node[part]
+    return node
+
+
+def _parent(doc, path):
+    return _get(doc, path[:-1]), path[-1]
+
+
+def _show(value) -> str:
+    text = json.dumps(value, separators=(", ", ": "))
+    return text if len(text) <= 100 else text[:97] + "..."

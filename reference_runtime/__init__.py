@@ -1,0 +1,18 @@
+"""Reference runtime for ONNX GenAI workflow packages.
+
+``reference_runtime.package`` loads and validates packages; ``reference-runtime validate PKG``
+is the command-line entry point.
+"""
+
+from .errors import PackageError, ReferenceRuntimeError, UsageError, Violation
+from .package import Package, load_package, validate_package
+
+__all__ = [
+    "Package",
+    "PackageError",
+    "ReferenceRuntimeError",
+    "UsageError",
+    "Violation",
+    "load_package",
+    "validate_package",
+]

@@ -1,0 +1,1 @@
+"""Contract ids and adapter ABIs: what each requires of a component declaring it."""

@@ -1,0 +1,117 @@
+"""Loading a package: discovery, parsing, structure, the typed model, semantic rules.
+
+``load_package(path)`` returns a :class:`Package` or raises one :class:`PackageError` listing
+every violation in document order. ``validate_package(path)`` returns the violations instead.
+A path that is not a readable folder is a :class:`UsageError` (the CLI's exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PackageError, UsageError, Violation
+from ..support import REFERENCE_SUPPORT, RuntimeSupport
+from .artifacts import GraphSignature
+from .docmodel import FrozenMap, build
+from .model import Metadata
+from .parse import METADATA_NAMES, find_metadata, parse_metadata
+from .rules import run_rules
+from .rules.catalogue import hint_for
+from .rules.context import Ctx, document_order
+from .structure import schema_violations
+
+
+@dataclass(frozen=True)
+class Package:
+    """A validated package: where it lives, its document, and its graphs' signatures."""
+
+    root: Path
+    metadata_path: Path
+    document: dict
+    metadata: Metadata
+    graphs: Mapping[str, GraphSignature]
+
+    def artifact_path(self, component: str) -> Path:
+        impl = self.metadata.workflow.components[component].implementation
+        return self.root / impl.artifact
+
+
+def _check_root(path) -> Path:
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(
+            f"package path {str(path)!r} does not exist",
+            hint="Pass the folder that holds inference_metadata.yaml.",
+        )
+    if not root.is_dir():
+        raise UsageError(
+            f"package path {str(path)!r} is not a folder",
+            hint="Pass the folder that holds inference_metadata.yaml, not the file itself.",
+        )
+    return root
+
+
+def _sorted(document: dict | None, violations: list[Violation]) -> list[Violation]:
+    def key(v: Violation):
+        return (document_order(document, v.path) if document else (), v.code, v.message)
+
+    unique = list(dict.fromkeys(violations))
+    return sorted(unique, key=key)
+
+
+def _analyse(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Package | None]:
+    metadata_path = find_metadata(root)
+    if metadata_path is None:
+        return [
+            Violation(
+                "H74",
+                (),
+                f"no metadata file in {root} (looked for {', '.join(METADATA_NAMES)})",
+                hint_for("H74"),
+            )
+        ], None
+    document, violations = parse_metadata(metadata_path)
+    if document is None or any(v.code == "A05" for v in violations):
+        return _sorted(document, violations), None
+    violations += schema_violations(document)
+    if violations:
+        return _sorted(document, violations), None
+    metadata: Metadata = build(Metadata, document)
+    ctx = Ctx(metadata=metadata, document=document, root=root, support=support)
+    if metadata.pipeline is None:
+        legacy = metadata.model is not None and metadata.model.io is not None
+        ctx.add(
+            "H74",
+            ("pipeline",),
+            "the metadata has no pipeline section"
+            + (" (it is a legacy model.io decoder package)" if legacy else ""),
+            "Declare pipeline.workflow; legacy model.io decoders are lowered to a workflow by "
+            "the engine, not validated as workflow packages."
+            if legacy
+            else None,
+        )
+    elif metadata.model is not None and metadata.model.io is not None:
+        ctx.add("A06", ("model", "io"), "model.io is declared beside pipeline.workflow")
+    run_rules(ctx)
+    if ctx.violations:
+        return _sorted(document, ctx.violations), None
+    graphs = FrozenMap({k: v for k, v in ctx.graphs.items() if v is not None})
+    return [], Package(root, metadata_path, document, metadata, graphs)
+
+
+def validate_package(path, support: RuntimeSupport = REFERENCE_SUPPORT) -> list[Violation]:
+    """Every violation of the package at ``path`` (empty when it is valid), in document order."""
+    violations, _ = _analyse(_check_root(path), support)
+    return violations
+
+
+def load_package(path, support: RuntimeSupport = REFERENCE_SUPPORT) -> Package:
+    """Load and validate the package at ``path``; raise :class:`PackageError` if refused."""
+    root = _check_root(path)
+    violations, package = _analyse(root, support)
+    if violations:
+        raise PackageError(root, violations)
+    assert package is not None
+    return package

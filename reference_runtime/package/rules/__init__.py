@@ -1,0 +1,27 @@
+"""Semantic validation: one small module per rule family, run in dependency order.
+
+``files`` loads the graphs the step rules compare ports against; ``steps`` records the value
+flow that the state, speculative, adapter and admission rules read.
+"""
+
+from __future__ import annotations
+
+from . import adapters, admission, components, files, inputs, speculative, state, steps
+from .context import Ctx
+
+CHECKS = (
+    files.check,
+    inputs.check,
+    components.check,
+    steps.check,
+    components.check_after_steps,
+    state.check,
+    speculative.check,
+    adapters.check,
+    admission.check,
+)
+
+
+def run_rules(ctx: Ctx) -> None:
+    for check in CHECKS:
+        check(ctx)

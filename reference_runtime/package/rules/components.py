@@ -1,0 +1,273 @@
+"""C rules: components, their contracts, adapter ABIs, overrides, row scope and effects."""
+
+from __future__ import annotations
+
+from ...contracts.abis import ADAPTER_ABIS, TEXT_ASSEMBLY
+from ..model import (
+    AdapterImplementation,
+    BindingImplementation,
+    OnnxImplementation,
+    RequestAlignedLayout,
+    RequestExpandedLayout,
+)
+from .context import Ctx
+
+ATTENTION_GROUP_KINDS = ("full_attention", "sliding_attention", "multi_latent_attention")
+
+
+def _cpath(name: str, *rest):
+    return ("pipeline", "workflow", "components", name, *rest)
+
+
+def check_adapter(ctx: Ctx, name: str, comp, impl: AdapterImplementation) -> None:
+    wf = ctx.workflow
+    supported = ctx.support.adapter_abis.get(impl.abi)
+    if supported is None:
+        ctx.add(
+            "C18",
+            _cpath(name, "implementation", "abi"),
+            f"adapter ABI {impl.abi!r} is not supported by this runtime (supported: "
+            f"{', '.join(sorted(ctx.support.adapter_abis))})",
+        )
+        return
+    if supported != impl.version:
+        ctx.add(
+            "C18",
+            _cpath(name, "implementation", "version"),
+            f"adapter ABI {impl.abi}@{impl.version} is not supported (this runtime "
+            f"implements {impl.abi}@{supported})",
+        )
+        return
+    pinned = wf.manifest.adapter_abis.get(impl.abi)
+    if pinned != impl.version:
+        ctx.add(
+            "C18",
+            ("pipeline", "workflow", "manifest", "adapter_abis", impl.abi),
+            f"component {name!r} uses adapter ABI {impl.abi}@{impl.version} but the manifest "
+            + ("does not pin it" if pinned is None else f"pins version {pinned!r}"),
+            f"Add `{impl.abi}: '{impl.version}'` to pipeline.workflow.manifest.adapter_abis.",
+        )
+    abi = ADAPTER_ABIS[impl.abi]
+    contract = comp.contract
+    if contract is None:
+        if abi.needs_contract:
+            ctx.add(
+                "C20",
+                _cpath(name, "contract"),
+                f"adapter {name!r} ({impl.abi}) needs a contract with an action "
+                f"({', '.join(abi.actions)})",
+            )
+        return
+    if contract.id != impl.abi or contract.version != impl.version:
+        ctx.add(
+            "C20",
+            _cpath(name, "contract", "id"),
+            f"adapter {name!r} implements {impl.abi}@{impl.version} but its contract is "
+            f"{contract.id}@{contract.version}",
+        )
+        return
+    if not abi.actions:
+        return
+    action = contract.parameters.get("action")
+    if action is None:
+        ctx.add(
+            "C20",
+            _cpath(name, "contract", "parameters", "action"),
+            f"adapter {name!r} declares no action (one of: {', '.join(abi.actions)})",
+        )
+        return
+    if action not in abi.actions:
+        ctx.add(
+            "C20",
+            _cpath(name, "contract", "parameters", "action"),
+            f"{action!r} is not an action of {impl.abi} (one of: {', '.join(abi.actions)})",
+        )
+        return
+    missing = [role for role in abi.actions[action] if role not in contract.bindings]
+    if missing:
+        ctx.add(
+            "C20",
+            _cpath(name, "contract", "bindings"),
+            f"action {action!r} of {impl.abi} needs binding(s): {', '.join(missing)}",
+        )
+
+
+def check_contract_ports(ctx: Ctx, name: str, comp) -> None:
+    contract = comp.contract
+    known = set()
+    for direction in ("inputs", "outputs"):
+        names = ctx.port_names(name, direction)
+        if names is None:
+            return
+        known |= set(names)
+    if contract is not None:
+        for role, port in contract.bindings.items():
+            if port not in known:
+                ctx.add(
+                    "C19",
+                    _cpath(name, "contract", "bindings", role),
+                    f"contract role {role!r} is bound to {port!r}, which is not a port of {name!r}",
+                )
+    if comp.ports is not None:
+        for port in comp.ports.roles:
+            if port not in known:
+                ctx.add(
+                    "C19",
+                    _cpath(name, "ports", "roles", port),
+                    f"port role declared for {port!r}, which is not a port of {name!r}",
+                )
+
+
+def check_row_scope(ctx: Ctx, name: str, comp) -> None:
+    if comp.ports is None:
+        return
+    axes = set()
+    for direction in ("inputs", "outputs"):
+        for contract in (getattr(comp.ports, direction) or {}).values():
+            if isinstance(contract.batch_layout, RequestAlignedLayout | RequestExpandedLayout):
+                axes.add(contract.batch_layout.axis)
+    if not axes:
+        return
+    if comp.row_scope is None:
+        if comp.effects:
+            ctx.add(
+                "C23",
+                _cpath(name, "row_scope"),
+                f"component {name!r} keeps state ({', '.join(comp.effects)}) on request-aligned "
+                "ports but declares no row_scope",
+            )
+        return
+    if axes != {comp.row_scope.axis}:
+        ctx.add(
+            "C23",
+            _cpath(name, "row_scope", "axis"),
+            f"row_scope axis {comp.row_scope.axis} is not the request axis of the ports "
+            f"({', '.join(map(str, sorted(axes)))})",
+        )
+
+
+def check(ctx: Ctx) -> None:
+    wf = ctx.workflow
+    if wf is None:
+        return
+    for name, comp in wf.components.items():
+        impl = comp.implementation
+        if "." in name:  # empty names are refused by the schema (C16 as well)
+            ctx.add(
+                "C16",
+                _cpath(name),
+                f"component name {name!r} contains '.'",
+            )
+        if isinstance(impl, AdapterImplementation):
+            check_adapter(ctx, name, comp, impl)
+        if isinstance(impl, BindingImplementation) and comp.contract is not None:
+            ident = f"{comp.contract.id}@{comp.contract.version}"
+            if ident not in ctx.support.binding_contracts:
+                ctx.add(
+                    "C80",
+                    _cpath(name, "contract", "id"),
+                    f"no executor for binding contract {ident} in this runtime (supported: "
+                    f"{', '.join(sorted(ctx.support.binding_contracts)) or 'none'})",
+                )
+        check_contract_ports(ctx, name, comp)
+        if comp.application_overridable and (
+            comp.contract is None or not isinstance(impl, OnnxImplementation)
+        ):
+            why = "has no contract" if comp.contract is None else f"is {impl.kind}, not onnx"
+            ctx.add(
+                "C21",
+                _cpath(name, "application_overridable"),
+                f"component {name!r} is application_overridable but {why}",
+            )
+        for i, effect in enumerate(comp.effects):
+            if effect not in wf.effects:
+                ctx.add(
+                    "C24",
+                    _cpath(name, "effects", i),
+                    f"effect domain {effect!r} is not declared under pipeline.workflow.effects",
+                )
+        check_row_scope(ctx, name, comp)
+        check_overlay_target(ctx, name, comp, impl)
+
+    text_assembly = [
+        n
+        for n, c in wf.components.items()
+        if isinstance(c.implementation, AdapterImplementation)
+        and c.implementation.abi == TEXT_ASSEMBLY
+    ]
+    for extra in text_assembly[1:]:
+        ctx.add(
+            "C81",
+            _cpath(extra),
+            f"a package has at most one text-assembly adapter ({text_assembly[0]!r} is the first)",
+        )
+    check_sequence_role(ctx)
+
+
+def check_overlay_target(ctx: Ctx, name: str, comp, impl) -> None:
+    if not (isinstance(impl, AdapterImplementation) and impl.abi == "onnx-genai.parameter-overlay"):
+        return
+    if comp.contract is None:
+        return
+    params = comp.contract.parameters
+    component, parameter = params.get("component"), params.get("parameter")
+    ppath = _cpath(name, "contract", "parameters")
+    if component is None or parameter is None:
+        ctx.add(
+            "C22",
+            ppath,
+            f"overlay {name!r} must name its target (parameters.component and parameters.parameter)",
+        )
+        return
+    adapters = ctx.metadata.adapters
+    targets = adapters.target_manifest.targets if adapters else ()
+    if not any(t.id == parameter and t.component == component for t in targets):
+        ctx.add(
+            "C22",
+            (*ppath, "parameter"),
+            f"overlay {name!r} targets {component}/{parameter}, which is not an "
+            "adapters.target_manifest target",
+        )
+
+
+def check_sequence_role(ctx: Ctx) -> None:
+    """C25: a lone ONNX component that owns attention state must declare its sequence input."""
+    wf = ctx.workflow
+    onnx_components = [
+        n for n, c in wf.components.items() if isinstance(c.implementation, OnnxImplementation)
+    ]
+    if len(onnx_components) != 1 or wf.serving is None:
+        return
+    (name,) = onnx_components
+    owns_attention = any(
+        group.kind in ATTENTION_GROUP_KINDS and name in group.ports
+        for group in wf.serving.state_service.groups.values()
+    )
+    comp = wf.components[name]
+    roles = set(comp.ports.roles.values()) if comp.ports else set()
+    if owns_attention and not roles & {"token_ids", "inputs_embeds"}:
+        ctx.add(
+            "C25",
+            _cpath(name, "ports", "roles"),
+            f"{name!r} owns attention state but declares no token_ids or inputs_embeds port role",
+        )
+
+
+def check_after_steps(ctx: Ctx) -> None:
+    """C81 (invoked text assembly): needs the step walk's invocation counts."""
+    wf = ctx.workflow
+    if wf is None or ctx.flow is None:
+        return
+    for step in ctx.flow.invokes:
+        comp = wf.components.get(step.component)
+        if (
+            comp is not None
+            and isinstance(comp.implementation, AdapterImplementation)
+            and comp.implementation.abi == TEXT_ASSEMBLY
+        ):
+            ctx.add(
+                "C81",
+                (*step.path, "component"),
+                f"{step.component!r} is a text-assembly adapter; it runs at the API boundary "
+                "and cannot be invoked inside the workflow",
+            )

@@ -1,0 +1,235 @@
+"""F rules: the speculative decoding contract (components, rollback, effects, chained proposals)."""
+
+from __future__ import annotations
+
+from ..model import ChainedProposal, ClonableSafety, OnnxImplementation, RewindableSafety
+from .context import Ctx
+
+SPEC = ("speculative",)
+
+
+def _groups(ctx: Ctx) -> dict:
+    wf = ctx.workflow
+    return dict(wf.serving.state_service.groups) if wf and wf.serving else {}
+
+
+def check_rollback(ctx: Ctx, spec) -> None:
+    wf = ctx.workflow
+    groups = _groups(ctx)
+    width = spec.max_proposal_width
+    to_check: dict[str, tuple] = {}
+    for i, name in enumerate(spec.rollback_state):
+        path = (*SPEC, "rollback_state", i)
+        if name in wf.state:
+            group = wf.state[name].service_group
+            if group is not None and group in groups:
+                to_check.setdefault(group, path)
+        elif name in groups:
+            to_check.setdefault(name, path)
+        else:
+            ctx.add(
+                "F60", path, f"rollback_state names {name!r}, which is neither a cell nor a group"
+            )
+    # Follow cascades: groups that move together roll back together.
+    pending = list(to_check)
+    while pending:
+        gname = pending.pop()
+        caps = groups[gname].capabilities
+        for target in caps.cascade if caps else ():
+            if target in groups and target not in to_check:
+                to_check[target] = to_check[gname]
+                pending.append(target)
+    for gname in to_check:
+        caps = groups[gname].capabilities
+        bound = caps.rollback_positions if caps else None
+        if bound is None or bound < width:
+            have = "no rollback_positions" if bound is None else f"rollback_positions {bound}"
+            ctx.add(
+                "F60",
+                (
+                    "pipeline",
+                    "workflow",
+                    "serving",
+                    "state_service",
+                    "groups",
+                    gname,
+                    "capabilities",
+                    "rollback_positions",
+                ),
+                f"group {gname!r} rolls back with the speculative state ({have}) but "
+                f"max_proposal_width is {width}",
+            )
+
+
+def _innermost_regions(loops, proposer: str, target: str) -> list:
+    found = []
+    for info in loops:
+        inner = _innermost_regions(info.children, proposer, target)
+        if inner:
+            found += inner
+        elif proposer in info.components and target in info.components:
+            found.append(info)
+    return found
+
+
+def check_region_effects(ctx: Ctx, spec) -> None:
+    wf = ctx.workflow
+    if ctx.flow is None:
+        return
+    width = spec.max_proposal_width
+    reported: set[str] = set()
+    for region in _innermost_regions(ctx.flow.loops, spec.proposer, spec.target):
+        for comp_name in sorted(region.components):
+            comp = wf.components.get(comp_name)
+            for effect in comp.effects if comp else ():
+                domain = wf.effects.get(effect)
+                if domain is None or effect in reported:
+                    continue  # undeclared effects are C24
+                safety = domain.speculation_safety
+                ok = isinstance(safety, ClonableSafety) or (
+                    isinstance(safety, RewindableSafety) and safety.max_depth >= width
+                )
+                if not ok:
+                    reported.add(effect)
+                    have = "no speculation_safety" if safety is None else safety.kind
+                    if isinstance(safety, RewindableSafety):
+                        have = f"rewindable to depth {safety.max_depth}"
+                    ctx.add(
+                        "F61",
+                        ("pipeline", "workflow", "effects", effect, "speculation_safety"),
+                        f"effect {effect!r} is used in the speculative region ({comp_name!r}) "
+                        f"but is {have}; max_proposal_width is {width}",
+                    )
+
+
+def check_chained(ctx: Ctx, spec, chained: ChainedProposal) -> None:
+    wf = ctx.workflow
+    path = (*SPEC, "proposal_execution")
+    proposer_in = ctx.port_names(spec.proposer, "inputs") or []
+    proposer_out = ctx.port_names(spec.proposer, "outputs") or []
+    if chained.token_embedding_input is None or chained.token_embedding_input not in proposer_in:
+        ctx.add(
+            "F62",
+            (*path, "token_embedding_input"),
+            "chained proposals need token_embedding_input: an input port of the proposer",
+        )
+    if chained.logits_output is None or chained.logits_output not in proposer_out:
+        ctx.add(
+            "F62",
+            (*path, "logits_output"),
+            "chained proposals need logits_output: an output port of the proposer",
+        )
+    if not chained.recurrent and chained.folded_carry_output is None:
+        ctx.add(
+            "F62",
+            path,
+            "a chained proposal threads recurrence: declare `recurrent` cells or a "
+            "`folded_carry_output`",
+        )
+    seen: set[str] = set()
+    for i, rec in enumerate(chained.recurrent):
+        rpath = (*path, "recurrent", i, "cell")
+        if rec.cell in seen:
+            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} is listed twice")
+            continue
+        seen.add(rec.cell)
+        if rec.cell not in wf.state:
+            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} is not declared under state")
+            continue
+        if rec.cell not in spec.rollback_state:
+            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} must also be in rollback_state")
+        aliases = [
+            group.ports.get(spec.proposer, {}).get(rec.cell) for group in _groups(ctx).values()
+        ]
+        if not any(
+            a is not None
+            and a.access == "read_write"
+            and a.input == rec.input
+            and a.output == rec.output
+            for a in aliases
+        ):
+            ctx.add(
+                "F62",
+                rpath,
+                f"recurrent cell {rec.cell!r} needs a read_write alias {rec.input!r} -> "
+                f"{rec.output!r} under serving groups' ports.{spec.proposer}",
+            )
+    if chained.folded_carry_output is not None:
+        check_folded_carry(ctx, spec, chained, proposer_out)
+
+
+def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
+    wf = ctx.workflow
+    path = (*SPEC, "proposal_execution")
+    if chained.folded_carry_output not in proposer_out:
+        ctx.add(
+            "F63",
+            (*path, "folded_carry_output"),
+            f"folded_carry_output {chained.folded_carry_output!r} is not a proposer output",
+        )
+    context = spec.port_bindings.get("target_hidden_context")
+    if context is None or context != chained.token_embedding_input:
+        ctx.add(
+            "F63",
+            (*SPEC, "port_bindings", "target_hidden_context"),
+            "a folded carry needs port_bindings.target_hidden_context equal to "
+            "token_embedding_input",
+        )
+    seed = chained.folded_carry_seed
+    target_out = ctx.port_names(spec.target, "outputs") or []
+    if seed is None:
+        ctx.add("F63", (*path, "folded_carry_seed"), "a folded carry needs folded_carry_seed")
+    elif seed.component != spec.target or seed.output not in target_out:
+        ctx.add(
+            "F63",
+            (*path, "folded_carry_seed"),
+            f"folded_carry_seed must name an output of the target {spec.target!r}",
+        )
+    emb = chained.token_embedding
+    if emb is None:
+        ctx.add("F63", (*path, "token_embedding"), "a folded carry needs token_embedding")
+        return
+    target = wf.components.get(spec.target)
+    if emb.component != spec.target or target is None:
+        ctx.add(
+            "F63",
+            (*path, "token_embedding", "component"),
+            f"token_embedding must come from the target {spec.target!r}",
+        )
+    elif not isinstance(target.implementation, OnnxImplementation):
+        ctx.add(
+            "F63",
+            (*path, "token_embedding", "component"),
+            f"token_embedding needs an ONNX target; {spec.target!r} is "
+            f"{target.implementation.kind}",
+        )
+    else:
+        graph = ctx.graphs.get(spec.target)
+        if graph is not None and emb.table not in graph.initializers:
+            ctx.add(
+                "F63",
+                (*path, "token_embedding", "table"),
+                f"{emb.table!r} is not an initializer of the target graph",
+            )
+
+
+def check(ctx: Ctx) -> None:
+    spec = ctx.metadata.speculative
+    if spec is None:
+        return
+    wf = ctx.workflow
+    if wf is None:
+        ctx.add("F59", SPEC, "a speculative section needs pipeline.workflow")
+        return
+    ok = True
+    for key in ("proposer", "target"):
+        name = getattr(spec, key)
+        if name not in wf.components:
+            ok = False
+            ctx.add("F59", (*SPEC, key), f"speculative {key} {name!r} is not a declared component")
+    check_rollback(ctx, spec)
+    if not ok:
+        return
+    check_region_effects(ctx, spec)
+    if isinstance(spec.proposal_execution, ChainedProposal):
+        check_chained(ctx, spec, spec.proposal_execution)

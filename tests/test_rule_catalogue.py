@@ -1,0 +1,35 @@
+"""Every load-time rule code is refused, exactly, by at least one mutation of a valid package."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.cases.load_rules import BASES, MUTATIONS
+from fixtures import package_path
+from reference_runtime.package import validate_package
+from reference_runtime.package.rules.catalogue import RULES
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_base_package_is_valid(base):
+    assert validate_package(package_path(base)) == []
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.ident)
+def test_mutation_is_refused_with_its_code(mutation, tmp_path):
+    root = mutation.materialise(tmp_path)
+    violations = validate_package(root)
+    report = "\n".join(map(str, violations)) or "(no violations)"
+    assert {v.code for v in violations} == {mutation.code}, report
+    assert mutation.location in [v.location for v in violations], report
+
+
+def test_every_rule_code_has_a_negative_test():
+    covered = {m.code for m in MUTATIONS}
+    missing = sorted(set(RULES) - covered)
+    assert not missing, f"rule codes without a mutation: {missing}"
+
+
+def test_mutations_only_use_known_codes_and_bases():
+    assert {m.code for m in MUTATIONS} <= set(RULES)
+    assert {m.base for m in MUTATIONS} <= set(BASES)
