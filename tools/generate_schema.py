@@ -1,7 +1,7 @@
 """Regenerate reference_runtime/package/schema.json from the typed model.
 
-    python tools/generate_schema.py            # write the file
-    python tools/generate_schema.py --check    # fail if it drifted from the model
+python tools/generate_schema.py            # write the file
+python tools/generate_schema.py --check    # fail if it drifted from the model
 """
 
 from __future__ import annotations

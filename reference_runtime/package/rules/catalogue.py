@@ -172,7 +172,8 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "C19",
         "bad-contract",
-        "A contract with an empty id or version, or a binding to an undeclared port.",
+        "A contract with an empty id or version, or a contract binding or port role naming a "
+        "port the component does not have.",
         "Give `contract.id` and `contract.version`, and bind roles only to declared ports.",
     ),
     _r(
@@ -307,9 +308,9 @@ RULE_LIST: tuple[Rule, ...] = (
     ),
     _r(
         "D39",
-        "bad-valid-length-emit",
-        "A `valid_length` emit of a rank-0 value, or with value and output contracts that "
-        "disagree.",
+        "emit-contract-mismatch",
+        "A `valid_length` emit of a rank-0 value, or an emit whose value's dtype or rank "
+        "differs from the output's.",
         "Emit a value of rank >= 1 whose dtype and rank match the output.",
     ),
     _r(
