@@ -4,10 +4,14 @@
 is the command-line entry point.
 """
 
-from .errors import PackageError, ReferenceRuntimeError, UsageError, Violation
+from .engine import Engine, RunResult
+from .errors import PackageError, ReferenceRuntimeError, RunError, UsageError, Violation
 from .package import Package, load_package, validate_package
 
 __all__ = [
+    "Engine",
+    "RunResult",
+    "RunError",
     "Package",
     "PackageError",
     "ReferenceRuntimeError",

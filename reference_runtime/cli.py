@@ -10,7 +10,11 @@ import argparse
 import json
 import sys
 
-from .errors import UsageError
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PackageError, ReferenceRuntimeError, UsageError
 from .package import validate_package
 from .support import REFERENCE_SUPPORT
 
@@ -41,6 +45,95 @@ def _validate(args) -> int:
     return EXIT_OK if not violations else EXIT_REFUSED
 
 
+def _array_json(value) -> dict:
+    array = np.asarray(value)
+    from .workflow.tensors import dtype_name
+
+    return {"dtype": dtype_name(array), "shape": list(array.shape), "data": array.tolist()}
+
+
+def _output_json(value):
+    if isinstance(value, list):
+        return {"rows": [None if row is None else _array_json(row) for row in value]}
+    return _array_json(value)
+
+
+def _parse_input(text: str, engine):
+    """``NAME=JSON`` or ``NAME=@file.npy``; JSON takes its dtype from the input's contract."""
+    if "=" not in text:
+        raise UsageError(f"--input {text!r} is not NAME=VALUE", hint="e.g. --input eos_ids=[[2]]")
+    name, raw = text.split("=", 1)
+    if raw.startswith("@"):
+        path = Path(raw[1:])
+        if not path.is_file():
+            raise UsageError(f"--input {name}: file {raw[1:]!r} does not exist")
+        return name, np.load(path, allow_pickle=False)
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--input {name}: {raw!r} is not JSON ({exc.msg})") from None
+
+
+def _prompt(text: str | None):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _run(args) -> int:
+    from .engine import Engine
+
+    def fail(exc: ReferenceRuntimeError, code: int) -> int:
+        if args.json:
+            print(json.dumps({"error": exc.to_json()}, indent=2))
+        else:
+            print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+            if exc.hint:
+                print(f"  fix: {exc.hint}", file=sys.stderr)
+        return code
+
+    try:
+        engine = Engine.from_dir(args.package, executor=args.executor, device=args.device)
+        inputs = dict(_parse_input(text, engine) for text in args.input)
+        result = engine.run(
+            prompt=_prompt(args.prompt),
+            inputs=inputs,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            stop_on_eos=not args.no_stop_on_eos,
+        )
+    except UsageError as exc:
+        return fail(exc, EXIT_USAGE)
+    except PackageError as exc:
+        return fail(exc, EXIT_REFUSED)
+    except ReferenceRuntimeError as exc:
+        return fail(exc, EXIT_REFUSED)
+    report = {
+        "outputs": {name: _output_json(value) for name, value in result.outputs.items()},
+        "tokens": result.tokens,
+        "finish_reasons": result.finish_reasons,
+        "counters": engine.counters,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    for name, value in result.outputs.items():
+        if isinstance(value, list):
+            print(f"{name}: {len(value)} rows")
+            for r, row in enumerate(value):
+                print(f"  row {r}: {'(nothing published)' if row is None else row.tolist()}")
+        else:
+            print(f"{name}: {_array_json(value)['dtype']} {list(np.shape(value))}")
+            print(f"  {np.asarray(value).tolist()}")
+    if result.tokens is not None:
+        for r, (tokens, reason) in enumerate(zip(result.tokens, result.finish_reasons, strict=False)):
+            print(f"tokens row {r} ({reason}): {tokens}")
+    return EXIT_OK
+
+
 def _capabilities(args) -> int:
     data = REFERENCE_SUPPORT.to_json()
     if args.json:
@@ -64,6 +157,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("package", metavar="PKG", help="the package folder")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_validate)
+    p = sub.add_parser("run", help="run a package on one request and print what it published")
+    p.add_argument("package", metavar="PKG", help="the package folder")
+    p.add_argument("--executor", choices=["ort", "native"], default="ort")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--prompt", help="token rows as JSON (e.g. [[1,2,3]]) or text")
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a workflow input: JSON (dtype from the input's contract) or @file.npy",
+    )
+    p.add_argument("--max-new-tokens", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-stop-on-eos", action="store_true")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.set_defaults(func=_run)
     p = sub.add_parser(
         "capabilities", help="print the capabilities, adapter ABIs and contracts supported"
     )

@@ -87,6 +87,17 @@ class UsageError(ReferenceRuntimeError):
     code = "USAGE"
 
 
+class RunError(ReferenceRuntimeError):
+    """A request was refused, or failed while the workflow ran (nothing of it is kept).
+
+    ``code`` is a run-time rule code of the catalogue (``docs/rules.md``); ``location`` names the
+    step, value or input at fault when there is one.
+    """
+
+    def __init__(self, code: str, message: str, *, hint: str = "", location: str = ""):
+        super().__init__(message, code=code, hint=hint, location=location)
+
+
 class PackageError(ReferenceRuntimeError):
     """A package was refused at load time; ``violations`` lists every reason."""
 

@@ -21,6 +21,7 @@ class Rule:
     summary: str
     fix: str
     spec: str  # where the rule comes from
+    phase: str = "load"  # "load": refused by validation; "run": refused by the interpreter
 
 
 FAMILIES = {
@@ -35,7 +36,7 @@ FAMILIES = {
 }
 
 
-def _r(code, name, summary, fix, spec=None) -> Rule:
+def _r(code, name, summary, fix, spec=None, phase="load") -> Rule:
     number = int(code[1:])
     return Rule(
         code=code,
@@ -44,6 +45,7 @@ def _r(code, name, summary, fix, spec=None) -> Rule:
         summary=summary,
         fix=fix,
         spec=spec or (f"format rule {number}" if number <= 75 else "reference runtime"),
+        phase=phase,
     )
 
 
@@ -594,9 +596,72 @@ RULE_LIST: tuple[Rule, ...] = (
     ),
 )
 
-RULES: dict[str, Rule] = {rule.code: rule for rule in RULE_LIST}
+# ---------------------------------------------------------------------- run time
+RUN_RULE_LIST: tuple[Rule, ...] = (
+    _r("D43", "branch-no-case",
+       "No branch case matches the predicate and there is no default, or the predicate does "
+       "not hold exactly one bool or int64 value.",
+       "Add a `default` case, or make the predicate one of the case keys.", phase="run"),
+    _r("D44", "bad-loop-control",
+       "`max_iterations` is negative or not one integer; `continue_when` is not a non-empty bool "
+       "of rank <= 1; an iteration value shadows another value or its shape cannot be resolved.",
+       "Feed the loop an integer bound >= 0 and a bool predicate.", phase="run"),
+    _r("E56", "scatter-out-of-bounds",
+       "Before an `indexed_scatter` write: a capacity <= 0, a buffer whose extent is not the "
+       "capacity, a destination outside [0, capacity) (negatives included), or a logical "
+       "length outside [0, capacity]. The component is not run.",
+       "Keep write indices and lengths inside the declared capacity.", phase="run"),
+    _r("E57", "recurrence-violation",
+       "A carried update breaks the cell's recurrence (dtype, rank, an invariant shape, growth "
+       "by other than `increment`, beyond `max`), or rows of mixed activity on a cell without a "
+       "request axis.",
+       "Make the body produce the next value the recurrence declares.", phase="run"),
+    _r("E58", "session-required",
+       "The workflow has session-scoped state but the request carries no session id, or the "
+       "session id is unknown (closed or never created).",
+       "Create a session with `engine.create_session()` and pass `session_id`.", phase="run"),
+    _r("H75", "request-refused",
+       "The request supplies an undeclared input (or one twice), misses a required one, gives a "
+       "value that cannot take the input's dtype, a keyword the package has no input for, or a "
+       "text prompt without a tokenizer.",
+       "Pass exactly the declared inputs; the message names the one at fault.", phase="run"),
+    _r("H84", "contract-violation",
+       "A value breaks its contract at a boundary: an input, an invoke port, a carried cell's "
+       "start value, an emit, or a final output (dtype, rank, fixed dimension, or a symbol bound "
+       "to two extents).",
+       "Produce values that match the declared contracts; the message names the boundary.",
+       phase="run"),
+    _r("D85", "bad-emit-value",
+       "An emit's `when`/`valid_length` is not a bool/integer of rank <= 1 with one value or one "
+       "per row, a `valid_length` exceeds the value's extent, or an appended chunk does not "
+       "match what the output holds.",
+       "Emit per-row controls with one entry per row and lengths within the value.",
+       phase="run"),
+    _r("C86", "component-failed",
+       "A component failed while running (its executor raised), or an adapter refused its "
+       "inputs (e.g. a grammar commit meeting a rejected token).",
+       "Read the component's message; its inputs passed every declared contract.",
+       phase="run"),
+    _r("G87", "bad-adapter-selection",
+       "The request's adapter selection is invalid: a missing selection input, an unknown "
+       "adapter, a count outside the slots, a duplicate adapter in a row, a scale outside "
+       "[-16, 16], more distinct adapters than the cache holds, or no portable fallback.",
+       "Select declared adapters, each once per row, within the cache size.", phase="run"),
+    _r("G88", "override-refused",
+       "A request keyword overrides a generation field the package does not list in "
+       "`generation.overrides`, or a value outside the override's bounds.",
+       "Leave the field unset, or keep it within the package's bounds.", phase="run"),
+    _r("H89", "executor-unavailable",
+       "The requested executor or device is not available here (e.g. `device='cuda'` without a "
+       "GPU or CUDA build). The runtime never falls back to another executor or device.",
+       "Install what the message names, or ask for an executor and device that exist.",
+       phase="run"),
+)  # fmt: skip
 
-if len(RULES) != len(RULE_LIST):  # pragma: no cover - guards edits to the table
+RULES: dict[str, Rule] = {rule.code: rule for rule in (*RULE_LIST, *RUN_RULE_LIST)}
+LOAD_RULES = tuple(rule.code for rule in RULE_LIST)
+
+if len(RULES) != len(RULE_LIST) + len(RUN_RULE_LIST):  # pragma: no cover - guards edits to the table
     raise RuntimeError("duplicate rule code in RULE_LIST")
 
 

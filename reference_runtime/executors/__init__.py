@@ -1,0 +1,1 @@
+"""Executors beneath the interpreter: each runs components, none knows about workflows."""

@@ -1,0 +1,79 @@
+"""The ONNX Runtime executor: one InferenceSession per component, created once at load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from ..counters import Counters
+from ..errors import ReferenceRuntimeError, RunError
+
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+class OrtExecutor:
+    name = "ort"
+
+    def __init__(self, device: str, counters: Counters):
+        provider = PROVIDERS.get(device)
+        if provider is None:
+            raise ReferenceRuntimeError(
+                f"unknown device {device!r} for the ort executor",
+                code="H89",
+                hint="Use device='cpu' or device='cuda'.",
+            )
+        if provider not in ort.get_available_providers():
+            raise ReferenceRuntimeError(
+                f"device {device!r} was requested but ONNX Runtime has no {provider} here "
+                f"(available: {', '.join(ort.get_available_providers())})",
+                code="H89",
+                hint="Install the `cuda` extra (onnxruntime-gpu) on a machine with a GPU, or "
+                "use device='cpu'. The runtime never falls back to another device.",
+            )
+        self.device = device
+        self.provider = provider
+        self.counters = counters
+
+    def load(self, component: str, artifact: Path) -> OrtSession:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        try:
+            if artifact.name.endswith(".textproto"):
+                model = onnx.load(str(artifact), format="textproto", load_external_data=False)
+                onnx.load_external_data_for_model(model, str(artifact.parent))
+                source = model.SerializeToString()
+            else:
+                source = str(artifact)
+            session = ort.InferenceSession(source, options, providers=[self.provider])
+        except Exception as exc:
+            raise ReferenceRuntimeError(
+                f"ONNX Runtime cannot load component {component!r} ({artifact.name}): "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                code="C83",
+                hint="Check the graph with onnx.checker, or run it with --executor native.",
+            ) from exc
+        self.counters.sessions_created[self.name] += 1
+        return OrtSession(component, session)
+
+
+class OrtSession:
+    executor = "ort"
+
+    def __init__(self, component: str, session: ort.InferenceSession):
+        self.component = component
+        self.session = session
+
+    def run(self, inputs, outputs):
+        try:
+            results = self.session.run(list(outputs), dict(inputs))
+        except Exception as exc:
+            raise RunError(
+                "C86",
+                f"component {self.component!r} failed in ONNX Runtime: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                hint="The inputs passed every declared contract; check the graph itself.",
+            ) from exc
+        return {name: np.asarray(value) for name, value in zip(outputs, results, strict=True)}

@@ -1,0 +1,333 @@
+"""Binding a request to the workflow's inputs (FORMAT.md section 3, RUNTIME_NOTES.md section 2,
+with the departures in docs/format.md).
+
+Two passes, inputs visited in sorted name order: first every value the caller or the request
+supplies is checked against its contract (binding shape symbols); then literals and request
+scalars are materialised at the extents those symbols resolved (a `[batch]` default becomes one
+value per row) and checked in turn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import RunError
+from ..package.model import (
+    ApplicationSource,
+    ArtifactSource,
+    LiteralSource,
+    Metadata,
+    RequestSource,
+    RuntimeRole,
+    TensorContract,
+)
+from .tensors import Symbols, check, dtype_name, numpy_dtype
+
+SAMPLING = {
+    # role -> (keyword, greedy value)
+    "sampling_temperature": ("temperature", 0.0),
+    "sampling_top_k": ("top_k", 1),
+    "sampling_top_p": ("top_p", 1.0),
+    "sampling_min_p": ("min_p", 0.0),
+}
+# request keyword -> the generation field that overrides govern
+KEYWORD_FIELD = {
+    "max_new_tokens": "max_output_tokens",
+    "seed": "seed",
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "min_p": "min_p",
+}
+KEYWORD_ROLES = {
+    "max_new_tokens": ("max_iterations", "max_output_tokens"),
+    "seed": ("seed",),
+    "temperature": ("sampling_temperature",),
+    "top_k": ("sampling_top_k",),
+    "top_p": ("sampling_top_p",),
+    "min_p": ("sampling_min_p",),
+}
+
+
+@dataclass
+class Request:
+    prompt: object = None
+    inputs: dict = field(default_factory=dict)
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    greedy: bool = True
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    stop_on_eos: bool = True
+    session_id: str | None = None
+
+
+@dataclass
+class Bound:
+    values: dict[str, np.ndarray]
+    symbols: Symbols
+    batch: int | None
+
+
+def _request_error(message: str, hint: str = "", code: str = "H75") -> RunError:
+    return RunError(code, message, hint=hint)
+
+
+def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
+    """A caller value as an array: Python scalars and lists take the contract's dtype; arrays
+    must already have it (the runtime never converts an array)."""
+    want = numpy_dtype(contract.dtype)
+    if isinstance(value, np.ndarray | np.generic):
+        array = np.asarray(value)
+        if array.dtype != want:
+            raise _request_error(
+                f"input {name!r} is {dtype_name(array)}, the contract says "
+                f"{dtypes.canonical(contract.dtype)}",
+                "Pass an array of the contract's dtype (or plain Python numbers).",
+            )
+        return array
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:
+        raise _request_error(f"input {name!r} is not a rectangular array: {exc}") from None
+    if array.dtype == object or array.dtype.kind in "USV":
+        raise _request_error(f"input {name!r} must hold numbers or booleans")
+    kind = want.kind
+    if kind == "b" and array.dtype.kind != "b" or kind in "iu" and array.dtype.kind not in "iu":
+        raise _request_error(
+            f"input {name!r} holds {array.dtype.kind!r}-kind values; the contract is "
+            f"{dtypes.canonical(contract.dtype)}"
+        )
+    if kind in "iu":
+        info = np.iinfo(want)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            raise _request_error(f"input {name!r} has values outside {want}")
+    return array.astype(want)
+
+
+def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
+    if isinstance(prompt, str):
+        raise _request_error(
+            f"a text prompt was given but input {name!r} takes token ids and this package "
+            "ships no tokenizer the runtime can apply",
+            "Pass token ids: a list of rows, e.g. prompt=[[1, 2, 3]].",
+        )
+    if isinstance(prompt, np.ndarray):
+        array = prompt
+        if array.dtype.kind not in "iu":
+            raise _request_error(f"prompt tokens must be integers, got {array.dtype}")
+        array = array.astype(np.int64)
+    else:
+        rows = list(prompt)
+        if rows and not isinstance(rows[0], list | tuple | np.ndarray):
+            rows = [rows]
+        lengths = {len(r) for r in rows}
+        if not rows or 0 in lengths:
+            raise _request_error("the prompt is empty")
+        if len(lengths) != 1:
+            raise _request_error(
+                f"prompt rows have different lengths {sorted(lengths)}; this workflow takes a "
+                "rectangular [rows, tokens] prompt",
+                "Pad the rows to one length and pass the true lengths through the package's "
+                "length input, if it has one.",
+            )
+        array = np.asarray(rows, dtype=np.int64)
+    if array.ndim == 1:
+        array = array[None, :]
+    if contract.rank == 1:
+        if array.shape[0] != 1:
+            raise _request_error(f"input {name!r} takes one prompt row (rank 1)")
+        return array[0]
+    if contract.rank != 2:
+        raise _request_error(f"prompt input {name!r} must have rank 1 or 2, not {contract.rank}")
+    return array
+
+
+def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) -> np.ndarray:
+    dtype = numpy_dtype(contract.dtype)
+    if isinstance(value, tuple | list):
+        flat = list(value)
+        if len(flat) != math.prod(shape):
+            raise _request_error(
+                f"default of {name!r} lists {len(flat)} values but the shape {list(shape)} "
+                f"holds {math.prod(shape)}",
+                code="H75",
+            )
+        return np.asarray(flat, dtype=dtype).reshape(shape)
+    return np.full(shape, value, dtype=dtype)
+
+
+class InputBinder:
+    def __init__(self, metadata: Metadata, dynamic: frozenset[str]):
+        self.md = metadata
+        self.wf = metadata.workflow
+        self.dynamic = dynamic
+        gen = metadata.generation
+        self.defaults = gen.defaults if gen and gen.defaults else None
+        self.overrides = dict(gen.overrides) if gen else {}
+        roles: dict[str, str] = {}
+        for name, inp in self.wf.inputs.items():
+            if isinstance(inp.source, RequestSource) and isinstance(inp.role, RuntimeRole):
+                roles.setdefault(inp.role.role, name)
+        self.role_inputs = roles
+
+    # ------------------------------------------------------------------ keywords
+
+    def check_keywords(self, request: Request) -> None:
+        for keyword, roles in KEYWORD_ROLES.items():
+            value = getattr(request, keyword)
+            if value is None:
+                continue
+            if request.greedy and keyword in ("temperature", "top_k", "top_p", "min_p"):
+                raise _request_error(
+                    f"{keyword}={value!r} was given with greedy decoding",
+                    "Pass greedy=False to sample (greedy means temperature 0, top_k 1).",
+                )
+            if not any(role in self.role_inputs for role in roles):
+                raise _request_error(
+                    f"this package has no input for {keyword!r} (no request input with role "
+                    f"{' or '.join(roles)})",
+                    f"Leave {keyword} unset for this package.",
+                )
+            field_name = KEYWORD_FIELD[keyword]
+            if self.overrides and field_name not in self.overrides:
+                raise _request_error(
+                    f"this package does not let requests override {field_name!r} "
+                    f"(generation.overrides lists {', '.join(self.overrides)})",
+                    f"Leave {keyword} unset for this package.",
+                    code="G88",
+                )
+            override = self.overrides.get(field_name)
+            bound = override.constraint if override else None
+            if bound is not None and (
+                (bound.minimum is not None and value < bound.minimum)
+                or (bound.maximum is not None and value > bound.maximum)
+            ):
+                raise _request_error(
+                    f"{keyword}={value!r} is outside the package's allowed range "
+                    f"[{bound.minimum}, {bound.maximum}]",
+                    code="G88",
+                )
+
+    def _default_field(self, field_name: str):
+        return getattr(self.defaults, field_name, None) if self.defaults else None
+
+    def request_value(self, role: str, request: Request):
+        """The scalar a request supplies for a runtime role, or None."""
+        if role in ("max_iterations", "max_output_tokens"):
+            if request.max_new_tokens is not None:
+                return request.max_new_tokens
+            return self._default_field("max_output_tokens")
+        if role == "seed":
+            if request.seed is not None:
+                return request.seed
+            return self._default_field("seed")
+        if role in SAMPLING:
+            keyword, greedy_value = SAMPLING[role]
+            if request.greedy:
+                return greedy_value
+            value = getattr(request, keyword)
+            field_name = KEYWORD_FIELD[keyword]
+            return value if value is not None else self._default_field(field_name)
+        return None
+
+    # ------------------------------------------------------------------ binding
+
+    def bind(self, request: Request) -> Bound:
+        wf = self.wf
+        self.check_keywords(request)
+        supplied = dict(request.inputs or {})
+        direct: dict[str, np.ndarray] = {}
+        scalars: dict[str, object] = {}  # name -> Python value to materialise (pass 2)
+        for name in sorted(wf.inputs):
+            inp = wf.inputs[name]
+            alias = inp.source.name if isinstance(inp.source, ApplicationSource) else None
+            if name in supplied and alias and alias != name and alias in supplied:
+                raise _request_error(f"input {name!r} was supplied twice (also as {alias!r})")
+            key = name if name in supplied else alias if alias in supplied else None
+            if key is not None:
+                direct[name] = to_array(name, supplied.pop(key), inp.contract)
+                continue
+            source = inp.source
+            if isinstance(source, RequestSource):
+                role = inp.role.role if isinstance(inp.role, RuntimeRole) else None
+                if role == "prompt_tokens":
+                    if request.prompt is not None:
+                        direct[name] = prompt_array(name, request.prompt, inp.contract)
+                        continue
+                elif role == "prompt_text":
+                    if request.prompt is not None:
+                        raise _request_error(
+                            f"input {name!r} takes text, which needs a tokenizer adapter this "
+                            "runtime does not run inside workflows"
+                        )
+                else:
+                    value = self.request_value(role, request) if role else None
+                    if value is not None:
+                        scalars[name] = value
+                        continue
+            elif isinstance(source, ArtifactSource):
+                raise _request_error(
+                    f"input {name!r} comes from artifact {source.path!r}, which is not a tensor "
+                    "the runtime can bind",
+                    "Supply the input explicitly.",
+                )
+            if inp.default is not None:
+                scalars[name] = inp.default
+            elif inp.required and not isinstance(source, LiteralSource):
+                raise _request_error(
+                    f"required input {name!r} was not supplied",
+                    self._missing_hint(name, inp),
+                )
+            elif inp.required:
+                raise _request_error(f"literal input {name!r} has no default")
+        if supplied:
+            raise _request_error(
+                f"the request supplies undeclared input(s): {', '.join(sorted(supplied))}",
+                f"Declared inputs: {', '.join(sorted(wf.inputs))}.",
+            )
+        symbols = Symbols(self.dynamic)
+        batch = None
+        for name in sorted(direct):
+            contract = wf.inputs[name].contract
+            check(name, direct[name], contract, symbols, f"input {name!r}")
+            axis = contract.request_axis
+            if batch is None and axis is not None and direct[name].ndim > axis:
+                batch = int(direct[name].shape[axis])
+        values = dict(direct)
+        for name in sorted(scalars):
+            contract = wf.inputs[name].contract
+            shape = self._resolved_shape(contract, symbols)
+            values[name] = literal(name, scalars[name], contract, shape)
+            check(name, values[name], contract, symbols, f"input {name!r}")
+        for name, inp in wf.inputs.items():
+            if inp.present_as:
+                values[inp.present_as] = np.array(name in values)
+        return Bound(values, symbols, batch)
+
+    def _missing_hint(self, name, inp) -> str:
+        if isinstance(inp.role, RuntimeRole):
+            role = inp.role.role
+            if role == "prompt_tokens":
+                return "Pass prompt=[[token ids...]]."
+            for keyword, roles in KEYWORD_ROLES.items():
+                if role in roles:
+                    return f"Pass {keyword}=..."
+        alias = inp.source.name if isinstance(inp.source, ApplicationSource) else None
+        return f"Pass inputs={{{(alias or name)!r}: ...}}."
+
+    @staticmethod
+    def _resolved_shape(contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
+        if contract.rank == 0:
+            return ()
+        if contract.shape is None:
+            raise _request_error("a rank > 0 literal needs its contract's shape", code="H75")
+        # Symbols bound so far give their extents; a symbol nothing bound yet becomes 1.
+        resolved = (symbols.resolve(d) for d in contract.shape)
+        return tuple(1 if extent is None else extent for extent in resolved)
