@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +128,9 @@ def _run(args) -> int:
             print(f"{name}: {_array_json(value)['dtype']} {list(np.shape(value))}")
             print(f"  {np.asarray(value).tolist()}")
     if result.tokens is not None:
-        for r, (tokens, reason) in enumerate(zip(result.tokens, result.finish_reasons, strict=False)):
+        for r, (tokens, reason) in enumerate(
+            zip(result.tokens, result.finish_reasons, strict=False)
+        ):
             print(f"tokens row {r} ({reason}): {tokens}")
     return EXIT_OK
 

@@ -83,7 +83,9 @@ class Engine:
                 f"unknown executor {executor!r}", hint=f"Use one of: {', '.join(EXECUTORS)}."
             )
         if device not in DEVICES:
-            raise UsageError(f"unknown device {device!r}", hint=f"Use one of: {', '.join(DEVICES)}.")
+            raise UsageError(
+                f"unknown device {device!r}", hint=f"Use one of: {', '.join(DEVICES)}."
+            )
         if executor == "native":
             raise ReferenceRuntimeError(
                 "the native executor is not available in this version of the runtime",

@@ -41,7 +41,9 @@ def graph(
         name,
         [info(n, c) for n, c in inputs.items()],
         [info(n, c) for n, c in outputs.items()],
-        initializer=[numpy_helper.from_array(np.asarray(v), name=k) for k, v in (initializers or {}).items()],
+        initializer=[
+            numpy_helper.from_array(np.asarray(v), name=k) for k, v in (initializers or {}).items()
+        ],
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=10)
     onnx.checker.check_model(model)
@@ -99,6 +101,7 @@ def cell(c: dict, initializer: str | None, recurrence: dict | None = None, **ext
 
 
 # ------------------------------------------------------------------ common graphs
+
 
 def unary(op: str, dtype: str = "int64", *shape, const=None, const_dtype=None) -> onnx.ModelProto:
     """y = op(x, c) (binary with a constant) or y = op(x)."""

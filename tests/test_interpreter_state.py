@@ -283,7 +283,9 @@ def test_request_refusals(tmp_path, kwargs, code, words):
 
 def test_generation_overrides_bound_requests(tmp_path):
     wf = {
-        "inputs": {"request.max": request_input(S1, "max_output_tokens", required=False, default=4)},
+        "inputs": {
+            "request.max": request_input(S1, "max_output_tokens", required=False, default=4)
+        },
         "outputs": {"max": out(S1)},
         "steps": [emit("request.max", "max")],
     }

@@ -27,7 +27,9 @@ BOOL = rows("bool")
 
 def add_const(value: int, dtype="int64", shape=("batch",)):
     c = contract(dtype, *shape)
-    return graph({"x": c}, {"y": c}, [node("Add", ["x", "k"], ["y"])], {"k": np.array(value, dtype)})
+    return graph(
+        {"x": c}, {"y": c}, [node("Add", ["x", "k"], ["y"])], {"k": np.array(value, dtype)}
+    )
 
 
 ADD1 = {"implementation": {"kind": "onnx", "artifact": "add1.onnx"},
@@ -313,7 +315,11 @@ def test_emit_append_non_final_axis_and_events(tmp_path):
     result = Engine.from_dir(package(tmp_path / "e", wf, graphs)).run()
     np.testing.assert_array_equal(result.outputs["trace"], [[1.5, 1.5], [2.5, 2.5], [3.5, 3.5]])
     np.testing.assert_array_equal(result.outputs["latest"], [[3.5, 3.5]])
-    assert [e.tolist() for e in result.events["latest"]] == [[[1.5, 1.5]], [[2.5, 2.5]], [[3.5, 3.5]]]
+    assert [e.tolist() for e in result.events["latest"]] == [
+        [[1.5, 1.5]],
+        [[2.5, 2.5]],
+        [[3.5, 3.5]],
+    ]
 
 
 def test_output_port_contract_is_checked_at_run_time(tmp_path):

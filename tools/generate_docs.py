@@ -1,7 +1,7 @@
 """Regenerate the generated documents under docs/ (rule catalogue, JSON Schema copy).
 
-    python tools/generate_docs.py            # write
-    python tools/generate_docs.py --check    # fail if a generated document drifted
+python tools/generate_docs.py            # write
+python tools/generate_docs.py --check    # fail if a generated document drifted
 """
 
 from __future__ import annotations

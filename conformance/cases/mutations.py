@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from fixtures import package_path
+from fixtures.generators.common import dump_document
 from reference_runtime.errors import format_location
 from reference_runtime.package.parse import find_metadata
 
@@ -179,12 +180,10 @@ class Mutation:
             text = metadata.read_text()
             is_json = metadata.suffix == ".json"
             doc = json.loads(text) if is_json else yaml.safe_load(text)
+            doc = json.loads(json.dumps(doc))  # break YAML alias sharing: edit one spot only
             for op in doc_ops:
                 op.apply(doc)
-            if is_json:
-                metadata.write_text(json.dumps(doc, indent=2) + "\n")
-            else:
-                metadata.write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
+            metadata.write_bytes(dump_document(doc, metadata.name))
         for op in text_ops:
             metadata.write_text(op.apply_text(metadata.read_text()))
         for op in file_ops:

@@ -70,7 +70,9 @@ class GrammarGuidance(_AdapterSession):
         consumed = np.zeros(rows, dtype=np.int64)
         if action != "clone":
             if tokens is None or lengths is None or table is None:
-                raise self.error(f"action {action!r} needs tokens, valid_length and transition_table")
+                raise self.error(
+                    f"action {action!r} needs tokens, valid_length and transition_table"
+                )
             vocab = table.shape[1]
             for r in range(rows):
                 s = int(state[r])
@@ -180,15 +182,21 @@ class AdapterWeightsStore:
         targets = {t.id: t for t in self.adapters.target_manifest.targets}
         weights = artifact.weights[0]
         path = self.package.root / weights.location
-        scaling = artifact.alpha / artifact.rank if weights.scale_encoding == "alpha_over_rank" else 1.0
+        scaling = (
+            artifact.alpha / artifact.rank if weights.scale_encoding == "alpha_over_rank" else 1.0
+        )
         out = {}
         if weights.format == "json":
             data = json.loads(path.read_text())["targets"]
             for binding in artifact.bindings:
                 t = targets[binding.target]
                 entry = data[binding.weight_key]
-                a = np.asarray(entry["a"], dtype=np.float32).reshape(artifact.rank, t.input_features)
-                b = np.asarray(entry["b"], dtype=np.float32).reshape(t.output_features, artifact.rank)
+                a = np.asarray(entry["a"], dtype=np.float32).reshape(
+                    artifact.rank, t.input_features
+                )
+                b = np.asarray(entry["b"], dtype=np.float32).reshape(
+                    t.output_features, artifact.rank
+                )
                 out[binding.target] = (a, b, scaling)
         elif weights.format in ("hf_peft", "safetensors"):
             tensors = read_safetensors(path.read_bytes())
@@ -274,7 +282,9 @@ class ParameterOverlay(_AdapterSession):
             raise self.error("input must be float32 [rows, features]")
         selection = self.selection
         if selection is None or len(selection.rows) != x.shape[0]:
-            raise self.error("the request's adapter selection does not cover the input's rows", "G87")
+            raise self.error(
+                "the request's adapter selection does not cover the input's rows", "G87"
+            )
         target = next(t for t in self.store.adapters.target_manifest.targets if t.id == self.target)
         y = np.zeros((x.shape[0], target.output_features), dtype=np.float32)
         if target.input_features == target.output_features:

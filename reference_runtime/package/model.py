@@ -171,7 +171,7 @@ class LiteralSource(Node):
 @dataclass(frozen=True)
 class ArtifactSource(Node):
     kind: Literal["artifact"]
-    path: str = fld(schema=NAME)
+    location: str = fld(key="path", schema=NAME)  # `path` in the document
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ class InputBinder:
                         continue
             elif isinstance(source, ArtifactSource):
                 raise _request_error(
-                    f"input {name!r} comes from artifact {source.path!r}, which is not a tensor "
+                    f"input {name!r} comes from artifact {source.location!r}, which is not a tensor "
                     "the runtime can bind",
                     "Supply the input explicitly.",
                 )

@@ -28,7 +28,7 @@ from ..package.model import (
     Workflow,
 )
 from .outputs import OutputStore
-from .tensors import Symbols, check, dtype_name, scalar_int
+from .tensors import Symbols, check, checker, dtype_name, scalar_int
 
 
 @dataclass
@@ -44,6 +44,46 @@ class LoopReport:
     limit: int
 
 
+class InvokePlan:
+    """What an invoke needs on every call, computed once: ports, checkers, the session."""
+
+    __slots__ = ("step", "comp", "session", "inputs", "outputs", "output_ports", "scatter")
+
+    def __init__(self, interpreter: Interpreter, step: InvokeStep):
+        self.step = step
+        self.comp = comp = interpreter.wf.components[step.component]
+        self.session = interpreter.sessions[step.component]
+        declared_in = comp.ports.inputs if comp.ports else None
+        declared_out = comp.ports.outputs if comp.ports else None
+
+        def port_checker(declared, port):
+            return checker(declared[port]) if declared is not None and port in declared else None
+
+        self.inputs = [
+            (
+                port,
+                step.inputs[port],
+                port_checker(declared_in, port),
+                self.port_where(port, "input"),
+            )
+            for port in sorted(step.inputs)
+        ]
+        self.outputs = [
+            (port, value, port_checker(declared_out, port), self.port_where(port, "output"))
+            for port, value in step.outputs.items()
+        ]
+        self.output_ports = list(step.outputs)
+        self.scatter = any(
+            step.component in g.update.write_indices_ports for _, g in interpreter.scatter_groups
+        )
+
+    def where(self) -> str:
+        return f"{format_location(self.step.path)} (invoke {self.step.component!r})"
+
+    def port_where(self, port: str, direction: str):
+        return lambda: f"{self.where()}, {direction} port {port!r}"
+
+
 @dataclass
 class Frame:
     """The mutable state of one run."""
@@ -55,6 +95,8 @@ class Frame:
     stop_on_eos: bool
     final_refs: dict[str, str] = field(default_factory=dict)  # session cell -> value name
     loop_reports: dict[int, LoopReport] = field(default_factory=dict)  # id(step) -> report
+    # the active-row masks of the enclosing loops' current iterations (innermost last)
+    active_rows: list[np.ndarray] = field(default_factory=list)
 
 
 def dynamic_symbols(workflow: Workflow) -> frozenset[str]:
@@ -88,6 +130,7 @@ class Interpreter:
             (name, g) for name, g in groups.items() if isinstance(g.update, IndexedScatterUpdate)
         ]
         self.per_row_outputs = _per_row_outputs(workflow)
+        self.plans: dict[int, InvokePlan] = {}
 
     # ------------------------------------------------------------------ entry
 
@@ -138,30 +181,30 @@ class Interpreter:
     # ------------------------------------------------------------------ invoke
 
     def invoke(self, step: InvokeStep, frame: Frame) -> None:
-        name = step.component
-        comp = self.wf.components[name]
-        where = f"{format_location(step.path)} (invoke {name!r})"
-        declared_in = comp.ports.inputs if comp.ports else None
-        declared_out = comp.ports.outputs if comp.ports else None
+        plan = self.plans.get(id(step))
+        if plan is None:
+            plan = self.plans[id(step)] = InvokePlan(self, step)
+        values = frame.values
         scope = Symbols()  # a fresh component scope per invocation
         inputs: dict[str, np.ndarray] = {}
-        for port in sorted(step.inputs):
-            value_name = step.inputs[port]
-            value = self.read(frame, value_name, where)
-            if declared_in is not None and port in declared_in:
-                check(value_name, value, declared_in[port], scope, f"{where}, input port {port!r}")
+        for port, value_name, check_port, where in plan.inputs:
+            value = values.get(value_name)
+            if value is None:
+                value = self.read(frame, value_name, plan.where())
+            if check_port is not None:
+                check_port(value_name, value, scope, where)
             inputs[port] = value
-        self.check_scatter(name, inputs, frame, where)
+        if plan.scatter:
+            self.check_scatter(step.component, inputs, frame, plan.where())
         if self.before_invoke is not None:
-            self.before_invoke(name, comp)
-        session = self.sessions[name]
-        results = session.run(inputs, list(step.outputs))
-        self.counters.invoked(name, session.executor)
-        for port, value_name in step.outputs.items():
+            self.before_invoke(step.component, plan.comp)
+        results = plan.session.run(inputs, plan.output_ports)
+        self.counters.invoked(step.component, plan.session.executor)
+        for port, value_name, check_port, where in plan.outputs:
             value = results[port]
-            if declared_out is not None and port in declared_out:
-                check(value_name, value, declared_out[port], scope, f"{where}, output port {port!r}")
-            frame.values[value_name] = value
+            if check_port is not None:
+                check_port(value_name, value, scope, where)
+            values[value_name] = value
 
     def check_scatter(self, component: str, inputs: dict, frame: Frame, where: str) -> None:
         """indexed_scatter bounds, checked before the component runs (FORMAT.md section 7)."""
@@ -172,10 +215,15 @@ class Interpreter:
                 continue
             cap_value = frame.values.get(update.capacity)
             if cap_value is None:
-                raise RunError("E56", f"{where}: capacity {update.capacity!r} of group {gname!r} is unavailable")
+                raise RunError(
+                    "E56",
+                    f"{where}: capacity {update.capacity!r} of group {gname!r} is unavailable",
+                )
             capacity = scalar_int(cap_value, f"capacity of group {gname!r}", "E56")
             if capacity <= 0:
-                raise RunError("E56", f"{where}: capacity of group {gname!r} is {capacity}, not positive")
+                raise RunError(
+                    "E56", f"{where}: capacity of group {gname!r} is {capacity}, not positive"
+                )
             axis = group.sequence_axis
             for cell_name, alias in group.ports.get(component, {}).items():
                 value = inputs.get(alias.input)
@@ -234,12 +282,20 @@ class Interpreter:
             else:
                 source = carry.initial or cell.initializer
                 start = self.read(frame, source, f"{where}: start value of cell {carry.cell!r}")
-            check(carry.cell, start, cell.contract, frame.symbols, f"{where}: cell {carry.cell!r} at loop entry")
+            check(
+                carry.cell,
+                start,
+                cell.contract,
+                frame.symbols,
+                f"{where}: cell {carry.cell!r} at loop entry",
+            )
             frame.values[carry.cell] = start
             bounds[carry.cell] = self._recurrence_bounds(cell, frame, where)
         iteration = step.iteration
         if iteration is not None and iteration.value in frame.values:
-            raise RunError("D44", f"{where}: iteration value {iteration.value!r} shadows an existing value")
+            raise RunError(
+                "D44", f"{where}: iteration value {iteration.value!r} shadows an existing value"
+            )
         active_iterations = None
         for index in range(limit):
             mask = self._predicate(step, frame, where)
@@ -250,9 +306,15 @@ class Interpreter:
                 active_iterations = np.zeros_like(counted)
             active_iterations = active_iterations + counted
             if iteration is not None:
-                frame.values[iteration.value] = self._iteration_value(iteration, index, frame, where)
+                frame.values[iteration.value] = self._iteration_value(
+                    iteration, index, frame, where
+                )
             previous = {c.cell: frame.values[c.cell] for c in step.carried}
+            if mask is not None:
+                frame.active_rows.append(mask)
             self.steps(step.steps, frame)
+            if mask is not None:
+                frame.active_rows.pop()
             self.counters.loop_iterations += 1
             for carry in step.carried:
                 self._update_carry(carry, mask, previous, bounds, frame, where)
@@ -304,7 +366,9 @@ class Interpreter:
                 continue
             value = self.read(frame, name, f"{where}: recurrence {key}")
             if value.dtype.kind not in "iu" or value.ndim > 1 or value.size == 0:
-                raise RunError("E57", f"{where}: recurrence {key} {name!r} must be integer [] or [B]")
+                raise RunError(
+                    "E57", f"{where}: recurrence {key} {name!r} must be integer [] or [B]"
+                )
             out.append(value.reshape(-1).astype(np.int64))
         return tuple(out)
 
@@ -318,7 +382,9 @@ class Interpreter:
             if grouped:
                 frame.values[cell_name] = old
                 return
-            raise RunError("E57", f"{where}: next value {carry.next!r} of cell {cell_name!r} is unavailable")
+            raise RunError(
+                "E57", f"{where}: next value {carry.next!r} of cell {cell_name!r} is unavailable"
+            )
         self._check_recurrence(cell_name, cell, old, new, bounds[cell_name], grouped, where)
         if mask is None or mask.size == 1 or mask.all() or grouped:
             frame.values[cell_name] = new
@@ -345,25 +411,38 @@ class Interpreter:
         for i, (a, b) in enumerate(zip(old.shape, new.shape, strict=True)):
             if i != axis and a != b:
                 raise RunError(
-                    "E57", f"{what} may change only along axis {axis}, but axis {i} changed {a} -> {b}"
+                    "E57",
+                    f"{what} may change only along axis {axis}, but axis {i} changed {a} -> {b}",
                 )
         increment, maximum = bounds
         grown = new.shape[axis] - old.shape[axis]
         if isinstance(rec, GrowingRecurrence):
-            if increment is not None and increment.size == 1 and maximum is None or (
-                increment is not None and increment.size == 1 and maximum is not None and maximum.size == 1
+            if (
+                increment is not None
+                and increment.size == 1
+                and maximum is None
+                or (
+                    increment is not None
+                    and increment.size == 1
+                    and maximum is not None
+                    and maximum.size == 1
+                )
             ):
                 if grown != int(increment[0]):
                     raise RunError(
-                        "E57", f"{what} grew by {grown} along axis {axis}, expected {int(increment[0])}"
+                        "E57",
+                        f"{what} grew by {grown} along axis {axis}, expected {int(increment[0])}",
                     )
                 if maximum is not None and new.shape[axis] > int(maximum[0]):
                     raise RunError(
-                        "E57", f"{what} reached {new.shape[axis]} along axis {axis}, above max {int(maximum[0])}"
+                        "E57",
+                        f"{what} reached {new.shape[axis]} along axis {axis}, above max {int(maximum[0])}",
                     )
                 return
             if not grouped:
-                raise RunError("E57", f"{what}: per-row growth is allowed only for service-group cells")
+                raise RunError(
+                    "E57", f"{what}: per-row growth is allowed only for service-group cells"
+                )
             if maximum is not None and increment is not None and (increment > maximum).any():
                 raise RunError("E57", f"{what}: a row's increment exceeds its max")
             if maximum is not None and new.shape[axis] > int(maximum.max()):
@@ -385,14 +464,17 @@ class Interpreter:
         pred = self.read(frame, step.predicate, f"{where}.predicate")
         if pred.size != 1:
             raise RunError(
-                "D43", f"{where}: branch predicate {step.predicate!r} holds {pred.size} values, not one"
+                "D43",
+                f"{where}: branch predicate {step.predicate!r} holds {pred.size} values, not one",
             )
         if pred.dtype == np.bool_:
             key = "true" if bool(pred.reshape(-1)[0]) else "false"
         elif pred.dtype == np.int64:
             key = str(int(pred.reshape(-1)[0]))
         else:
-            raise RunError("D43", f"{where}: branch predicate must be bool or int64, got {dtype_name(pred)}")
+            raise RunError(
+                "D43", f"{where}: branch predicate must be bool or int64, got {dtype_name(pred)}"
+            )
         steps = step.cases.get(key, step.default)
         if steps is None:
             raise RunError("D43", f"{where}: no case {key!r} and no default")
@@ -416,13 +498,18 @@ class Interpreter:
         when = self.read(frame, step.when, where) if step.when else None
         length = self.read(frame, step.valid_length, where) if step.valid_length else None
         if when is not None and (when.dtype != np.bool_ or when.ndim > 1 or when.size == 0):
-            raise RunError("D85", f"{where}: when {step.when!r} must be a non-empty bool of rank <= 1")
-        if length is not None and (length.dtype.kind not in "iu" or length.ndim > 1 or length.size == 0):
             raise RunError(
-                "D85", f"{where}: valid_length {step.valid_length!r} must be a non-empty integer of rank <= 1"
+                "D85", f"{where}: when {step.when!r} must be a non-empty bool of rank <= 1"
+            )
+        if length is not None and (
+            length.dtype.kind not in "iu" or length.ndim > 1 or length.size == 0
+        ):
+            raise RunError(
+                "D85",
+                f"{where}: valid_length {step.valid_length!r} must be a non-empty integer of rank <= 1",
             )
         value = self.read(frame, step.value, where)
-        frame.outputs.emit(step, value, when, length, frame.symbols, where)
+        frame.outputs.emit(step, value, when, length, frame.symbols, where, frame.active_rows)
 
 
 def _per_row_outputs(workflow: Workflow) -> set[str]:
@@ -443,7 +530,11 @@ def _per_row_outputs(workflow: Workflow) -> set[str]:
                 visit(step.steps)
 
     visit(workflow.steps)
-    return {n for n in found if n in workflow.outputs and workflow.outputs[n].contract.request_axis is not None}
+    return {
+        n
+        for n in found
+        if n in workflow.outputs and workflow.outputs[n].contract.request_axis is not None
+    }
 
 
 def _merge_inactive(name, cell, old, new, mask, where) -> np.ndarray:
@@ -456,7 +547,11 @@ def _merge_inactive(name, cell, old, new, mask, where) -> np.ndarray:
             f"{where}: carried cell {name!r} cannot preserve inactive rows: mixed active rows "
             "need a request-aligned cell",
         )
-    factor = contract.batch_layout.factor if isinstance(contract.batch_layout, RequestExpandedLayout) else 1
+    factor = (
+        contract.batch_layout.factor
+        if isinstance(contract.batch_layout, RequestExpandedLayout)
+        else 1
+    )
     if mask.size * factor != old.shape[axis] or new.shape[axis] != old.shape[axis]:
         raise RunError(
             "E57",

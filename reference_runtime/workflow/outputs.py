@@ -9,10 +9,12 @@ that row's stream. A dense output publishes the whole value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..errors import RunError
-from ..package.model import EmitStep, WorkflowOutput
+from ..package.model import EmitStep, RequestExpandedLayout, WorkflowOutput
 from .tensors import Symbols, check, dtype_name
 
 
@@ -36,10 +38,13 @@ class OutputStore:
         valid_length: np.ndarray | None,
         symbols: Symbols,
         where: str,
+        active_rows: Sequence[np.ndarray] = (),
     ) -> None:
+        """``active_rows``: the active-row masks of the enclosing loops' current iterations;
+        a per-row emit publishes nothing for a row one of them marks inactive."""
         output = self.declared[step.output]
         if step.output in self.per_row:
-            self._emit_rows(step, output, value, when, valid_length, symbols, where)
+            self._emit_rows(step, output, value, when, valid_length, symbols, where, active_rows)
         else:
             self._emit_dense(step, output, value, symbols, where)
 
@@ -65,22 +70,29 @@ class OutputStore:
             self.events.setdefault(name, []).append(value)
         self.dense[name] = value
 
-    def _emit_rows(self, step, output, value, when, valid_length, symbols, where) -> None:
+    def _emit_rows(
+        self, step, output, value, when, valid_length, symbols, where, active_rows
+    ) -> None:
         name = step.output
         axis_r = output.contract.request_axis or 0
         if value.ndim == 0:
             raise RunError("D85", f"{where}: a per-row emit needs a value of rank >= 1")
         rows = int(value.shape[axis_r])
         guard = _row_control(when, rows, "when", where)
+        inactive = _inactive_rows(active_rows, rows, output.contract)
         lengths = _row_control(valid_length, rows, "valid_length", where)
         if self.batch is None:
             self.batch = rows
         streams = self.rows.setdefault(name, [None] * max(rows, self.batch))
         if len(streams) < rows:
             streams.extend([None] * (rows - len(streams)))
-        chunk_axis = self._axis(step, value, where) if (lengths is not None or step.mode == "append") else None
+        chunk_axis = (
+            self._axis(step, value, where)
+            if (lengths is not None or step.mode == "append")
+            else None
+        )
         for r in range(rows):
-            if guard is not None and not bool(guard[r]):
+            if guard is not None and not bool(guard[r]) or inactive is not None and inactive[r]:
                 continue
             chunk = np.take(value, [r], axis=axis_r)
             if lengths is not None:
@@ -101,7 +113,9 @@ class OutputStore:
             check(step.value, chunk, output.contract, scope, f"{where} (row {r})", free_axes=free)
             if step.mode == "append":
                 previous = streams[r]
-                streams[r] = chunk if previous is None else _concat(previous, chunk, chunk_axis, where)
+                streams[r] = (
+                    chunk if previous is None else _concat(previous, chunk, chunk_axis, where)
+                )
             else:
                 if step.mode == "event":
                     events = self.row_events.setdefault(name, [[] for _ in streams])
@@ -128,6 +142,20 @@ class OutputStore:
                 check(name, self.dense[name], output.contract, symbols, f"output {name!r}")
                 out[name] = self.dense[name]
         return out
+
+
+def _inactive_rows(masks, rows: int, contract) -> np.ndarray | None:
+    """Rows an enclosing loop marks inactive this iteration (an inactive row appends nothing,
+    FORMAT.md section 6); a mask whose length does not match the rows is not row-aligned."""
+    layout = contract.batch_layout
+    factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
+    inactive = None
+    for mask in masks:
+        if mask.size * factor != rows or mask.all():
+            continue
+        off = ~np.repeat(mask, factor)
+        inactive = off if inactive is None else inactive | off
+    return inactive
 
 
 def _row_control(value, rows: int, what: str, where: str):

@@ -63,12 +63,93 @@ class Symbols:
         return self.bound.get(dim)
 
 
+class Checker:
+    """A contract compiled for fast checks on the hot path (one per contract, reused)."""
+
+    __slots__ = ("contract", "dtype", "rank", "axes", "request_axis", "factor")
+
+    def __init__(self, contract: TensorContract):
+        self.contract = contract
+        self.dtype = numpy_dtype(contract.dtype)
+        self.rank = contract.rank
+        self.request_axis = contract.request_axis
+        layout = contract.batch_layout
+        self.factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
+        shape = contract.shape if contract.shape is not None else ()
+        self.axes = tuple(enumerate(shape))
+
+    def __call__(self, name, value, symbols: Symbols, where, free_axes=()) -> None:
+        if value.dtype != self.dtype:
+            raise RunError(
+                "H84",
+                f"{_where(where)}: value {name!r} has dtype {dtype_name(value)}, expected "
+                f"{dtypes.canonical(self.contract.dtype)}",
+                hint="Produce the value in the contract's dtype (the runtime never converts).",
+            )
+        shape = value.shape
+        if len(shape) != self.rank:
+            raise RunError(
+                "H84",
+                f"{_where(where)}: value {name!r} has rank {len(shape)} (shape {list(shape)}), "
+                f"expected rank {self.rank}",
+                hint="Produce a value of the declared rank.",
+            )
+        bound = symbols.bound
+        for axis, dim in self.axes:
+            if axis in free_axes:
+                continue
+            extent = shape[axis]
+            if dim.__class__ is int:
+                if extent != dim:
+                    raise RunError(
+                        "H84",
+                        f"{_where(where)}: value {name!r} axis {axis} is {extent}, expected {dim} "
+                        f"(shape {list(shape)})",
+                        hint="Produce a value with the declared fixed dimensions.",
+                    )
+                continue
+            if dim in symbols.dynamic:
+                continue
+            if axis == self.request_axis and self.factor > 1:
+                if extent % self.factor:
+                    raise RunError(
+                        "H84",
+                        f"{_where(where)}: value {name!r} axis {axis} ({extent}) is not a "
+                        f"multiple of the expansion factor {self.factor}",
+                    )
+                extent //= self.factor
+            previous = bound.get(dim)
+            if previous is None:
+                bound[dim] = extent
+            elif previous != extent:
+                raise RunError(
+                    "H84",
+                    f"{_where(where)}: value {name!r} axis {axis} binds symbol {dim!r} to "
+                    f"{extent}, but it is already {previous}",
+                    hint="Values that share a symbol must agree on its extent.",
+                )
+
+
+def _where(where) -> str:
+    """Locations are built only when an error is reported (``where`` may be a callable)."""
+    return where() if callable(where) else where
+
+
+def checker(contract: TensorContract) -> Checker:
+    """The contract's compiled checker, built once and kept on the (immutable) contract."""
+    found = contract.__dict__.get("_checker")
+    if found is None:
+        found = Checker(contract)
+        object.__setattr__(contract, "_checker", found)
+    return found
+
+
 def check(
     name: str,
     value: np.ndarray,
     contract: TensorContract,
     symbols: Symbols,
-    where: str,
+    where,
     *,
     free_axes: tuple[int, ...] = (),
 ) -> None:
@@ -77,62 +158,7 @@ def check(
     ``free_axes``: axes whose extent is not compared (an appended chunk's growing axis).
     Raises :class:`RunError` (H84) naming the value, the boundary and the broken fact.
     """
-    want = dtypes.canonical(contract.dtype)
-    have = dtype_name(value)
-    if have != want:
-        raise RunError(
-            "H84",
-            f"{where}: value {name!r} has dtype {have}, expected {want}",
-            hint="Produce the value in the contract's dtype (the runtime never converts).",
-        )
-    if value.ndim != contract.rank:
-        raise RunError(
-            "H84",
-            f"{where}: value {name!r} has rank {value.ndim} (shape {list(value.shape)}), "
-            f"expected rank {contract.rank}",
-            hint="Produce a value of the declared rank.",
-        )
-    if contract.shape is None:
-        return
-    request_axis = contract.request_axis
-    factor = (
-        contract.batch_layout.factor
-        if isinstance(contract.batch_layout, RequestExpandedLayout)
-        else 1
-    )
-    for axis, dim in enumerate(contract.shape):
-        if axis in free_axes:
-            continue
-        extent = int(value.shape[axis])
-        if isinstance(dim, int):
-            if extent != dim:
-                raise RunError(
-                    "H84",
-                    f"{where}: value {name!r} axis {axis} is {extent}, expected {dim} "
-                    f"(shape {list(value.shape)})",
-                    hint="Produce a value with the declared fixed dimensions.",
-                )
-            continue
-        if dim in symbols.dynamic:
-            continue
-        if axis == request_axis and factor > 1:
-            if extent % factor:
-                raise RunError(
-                    "H84",
-                    f"{where}: value {name!r} axis {axis} ({extent}) is not a multiple of the "
-                    f"expansion factor {factor}",
-                )
-            extent //= factor
-        bound = symbols.bound.get(dim)
-        if bound is None:
-            symbols.bound[dim] = extent
-        elif bound != extent:
-            raise RunError(
-                "H84",
-                f"{where}: value {name!r} axis {axis} binds symbol {dim!r} to {extent}, but it "
-                f"is already {bound}",
-                hint="Values that share a symbol must agree on its extent.",
-            )
+    checker(contract)(name, value, symbols, where, free_axes)
 
 
 def scalar_int(value: np.ndarray, what: str, code: str) -> int:

@@ -1,5 +1,196 @@
-"""C: see reference_runtime/package/rules/catalogue.py for the rules of this family."""
+"""C: components (names, artifacts, adapter ABIs, contracts, overrides, row scope, effects)."""
 
 from __future__ import annotations
 
-MUTATIONS: tuple = ()
+from ..mutations import Delete, Insert, Mutation, Rename, Set, WriteFile
+
+WF = ("pipeline", "workflow")
+COMP = (*WF, "components")
+ABIS = (*WF, "manifest", "adapter_abis")
+STEPS = (*WF, "steps")
+
+_SCALAR_INT64 = {"dtype": "int64", "rank": 0}
+_NOT_ONNX = b"this is not an ONNX model\x00\xff\xfe"
+# The counter graph of kv_decoder, as text, with its output left unnamed.
+_UNNAMED_OUTPUT = b"""ir_version: 10
+graph {
+  node { input: "count" output: "" op_type: "Identity" }
+  name: "counter"
+  input { name: "count" type { tensor_type { elem_type: 7 shape { } } } }
+  output { name: "" type { tensor_type { elem_type: 7 shape { } } } }
+}
+opset_import { domain: "" version: 21 }
+"""
+_TIMER = (*COMP, "timer")
+_OVERLAY = (*COMP, "overlay")
+_COMMIT = (*COMP, "grammar_commit")
+_SECOND_ASSEMBLER = {
+    "implementation": {"kind": "adapter", "abi": "onnx-genai.text-assembly", "version": "1",
+                       "artifact": "assembly.json"},
+    "contract": {"id": "onnx-genai.text-assembly", "version": "1"},
+}  # fmt: skip
+
+MUTATIONS = (
+    # C16: component name empty or dotted
+    Mutation("C16", "media", (Rename((*COMP, "assembler"), "text.assembler"),),
+             'pipeline.workflow.components["text.assembler"]', "dotted component name"),
+    Mutation("C16", "kv_decoder",
+             (Rename((*COMP, "counter"), "policies.counter"),
+              Set((*STEPS, 1, "steps", 0, "component"), "policies.counter")),
+             'pipeline.workflow.components["policies.counter"]',
+             "dotted name of an invoked component"),
+    Mutation("C16", "media", (Rename((*COMP, "assembler"), ""),),
+             'pipeline.workflow.components[""]', "empty component name"),
+    # C17: empty ONNX artifact
+    Mutation("C17", "kv_decoder", (Set((*COMP, "counter", "implementation", "artifact"), ""),),
+             "pipeline.workflow.components.counter.implementation.artifact", "empty artifact"),
+    Mutation("C17", "speculative", (Set((*COMP, "draft", "implementation", "artifact"), ""),),
+             "pipeline.workflow.components.draft.implementation.artifact",
+             "empty proposer artifact"),
+    # C18: adapter ABI not pinned, pinned at another version, or unsupported
+    Mutation("C18", "media", (Delete((*ABIS, "onnx-genai.image-preprocess")),),
+             'pipeline.workflow.manifest.adapter_abis["onnx-genai.image-preprocess"]',
+             "ABI not pinned"),
+    Mutation("C18", "speculative", (Set((*ABIS, "onnx-genai.telemetry"), "2"),),
+             'pipeline.workflow.manifest.adapter_abis["onnx-genai.telemetry"]',
+             "ABI pinned at another version"),
+    Mutation("C18", "speculative",
+             (Set((*_TIMER, "implementation", "abi"), "vendor.stopwatch"),
+              Set((*ABIS, "vendor.stopwatch"), "1")),
+             "pipeline.workflow.components.timer.implementation.abi", "unsupported ABI"),
+    Mutation("C18", "speculative",
+             (Set((*_TIMER, "implementation", "version"), "2"),
+              Set((*_TIMER, "contract", "version"), "2"),
+              Set((*ABIS, "onnx-genai.telemetry"), "2")),
+             "pipeline.workflow.components.timer.implementation.version",
+             "unsupported ABI version"),
+    Mutation("C18", "media", (Set((*ABIS, "vendor.video-preprocess"), "1"),),
+             'pipeline.workflow.manifest.adapter_abis["vendor.video-preprocess"]',
+             "unsupported ABI pinned by no component"),
+    # C19: contract with an empty id or version, or naming an unknown port
+    Mutation("C19", "kv_decoder", (Set((*COMP, "sampler", "contract", "id"), ""),),
+             "pipeline.workflow.components.sampler.contract.id", "empty contract id"),
+    Mutation("C19", "kv_decoder", (Set((*COMP, "sampler", "contract", "version"), ""),),
+             "pipeline.workflow.components.sampler.contract.version", "empty contract version"),
+    Mutation("C19", "kv_decoder",
+             (Set((*COMP, "sampler", "contract", "bindings", "temperature"), "temp"),),
+             "pipeline.workflow.components.sampler.contract.bindings.temperature",
+             "binding to an unknown port"),
+    Mutation("C19", "kv_decoder",
+             (Rename((*COMP, "model", "ports", "roles", "input_ids"), "tokens"),),
+             "pipeline.workflow.components.model.ports.roles.tokens",
+             "port role on an unknown port"),
+    # C20: adapter contract does not match its ABI, bad action, missing binding
+    Mutation("C20", "speculative",
+             (Set((*_TIMER, "contract", "id"), "onnx-genai.grammar-guidance"),),
+             "pipeline.workflow.components.timer.contract.id", "contract id of another ABI"),
+    Mutation("C20", "speculative", (Set((*_TIMER, "contract", "version"), "2"),),
+             "pipeline.workflow.components.timer.contract.version",
+             "contract version differs from the ABI's"),
+    Mutation("C20", "speculative", (Delete((*_TIMER, "contract")),),
+             "pipeline.workflow.components.timer.contract", "adapter without contract"),
+    Mutation("C20", "speculative", (Delete((*_TIMER, "contract", "parameters", "action")),),
+             "pipeline.workflow.components.timer.contract.parameters.action", "missing action"),
+    Mutation("C20", "lora", (Set((*_OVERLAY, "contract", "parameters", "action"), "merge"),),
+             "pipeline.workflow.components.overlay.contract.parameters.action", "unknown action"),
+    Mutation("C20", "speculative",
+             (Delete((*_COMMIT, "contract", "bindings", "consumed_length")),),
+             "pipeline.workflow.components.grammar_commit.contract.bindings",
+             "commit without its consumed_length binding"),
+    # C21: application_overridable without a contract, or not ONNX
+    Mutation("C21", "kv_decoder", (Set((*COMP, "model", "application_overridable"), True),),
+             "pipeline.workflow.components.model.application_overridable",
+             "overridable without contract"),
+    Mutation("C21", "speculative", (Set((*_TIMER, "application_overridable"), True),),
+             "pipeline.workflow.components.timer.application_overridable",
+             "overridable adapter"),
+    # C22: parameter overlay without a target, or with an unknown target
+    Mutation("C22", "lora", (Delete((*_OVERLAY, "contract", "parameters", "parameter")),),
+             "pipeline.workflow.components.overlay.contract.parameters", "overlay without target"),
+    Mutation("C22", "lora",
+             (Set((*_OVERLAY, "contract", "parameters", "parameter"), "attention"),),
+             "pipeline.workflow.components.overlay.contract.parameters.parameter",
+             "overlay on an unknown target"),
+    Mutation("C22", "lora",
+             (Set((*_OVERLAY, "contract", "parameters", "component"), "overlay"),),
+             "pipeline.workflow.components.overlay.contract.parameters.component",
+             "overlay target in another component"),
+    # C23: row scope
+    Mutation("C23", "speculative", (Delete((*_COMMIT, "row_scope")),),
+             "pipeline.workflow.components.grammar_commit.row_scope",
+             "stateful adapter without row_scope"),
+    Mutation("C23", "lora", (Set((*_OVERLAY, "row_scope", "axis"), 1),),
+             "pipeline.workflow.components.overlay.row_scope.axis", "row_scope on the wrong axis"),
+    Mutation("C23", "speculative", (Set((*_COMMIT, "row_scope", "stateful"), False),),
+             "pipeline.workflow.components.grammar_commit.row_scope.stateful",
+             "stateful adapter declared stateless"),
+    Mutation("C23", "lora", (Set((*_OVERLAY, "row_scope", "axis"), -1),),
+             "pipeline.workflow.components.overlay.row_scope.axis", "negative row_scope axis"),
+    # C24: effects
+    Mutation("C24", "speculative", (Set((*_COMMIT, "effects", 1), "logging"),),
+             "pipeline.workflow.components.grammar_commit.effects[1]", "undeclared effect"),
+    Mutation("C24", "speculative", (Set((*_COMMIT, "effects", 0), ""),),
+             "pipeline.workflow.components.grammar_commit.effects[0]", "empty effect name"),
+    Mutation("C24", "speculative",
+             (Set((*WF, "effects", "grammar", "speculation_safety", "max_depth"), 0),),
+             "pipeline.workflow.effects.grammar.speculation_safety.max_depth",
+             "rewindable with depth 0"),
+    # C25: lone ONNX component owning attention without a sequence role
+    Mutation("C25", "static_cache", (Delete((*COMP, "model", "ports", "roles", "input_ids")),),
+             "pipeline.workflow.components.model.ports.roles", "no token_ids role"),
+    Mutation("C25", "static_cache",
+             (Set((*COMP, "model", "ports", "roles", "input_ids"), "position_ids"),),
+             "pipeline.workflow.components.model.ports.roles", "token input labelled position_ids"),
+    # C78: declared ports against the graph
+    Mutation("C78", "kv_decoder",
+             (Set((*COMP, "counter", "ports", "inputs", "offset"),
+                  {**_SCALAR_INT64, "optional": True}),),
+             "pipeline.workflow.components.counter.ports.inputs.offset", "port the graph lacks"),
+    Mutation("C78", "speculative",
+             (Set((*COMP, "draft", "ports", "outputs", "logits", "dtype"), "float16"),),
+             "pipeline.workflow.components.draft.ports.outputs.logits.dtype",
+             "port dtype differs from the graph"),
+    Mutation("C78", "speculative",
+             (Set((*COMP, "draft", "ports", "outputs", "logits"),
+                  {"dtype": "float32", "rank": 3, "shape": ["batch", 1, 8],
+                   "batch_layout": {"kind": "request_aligned", "axis": 0}}),),
+             "pipeline.workflow.components.draft.ports.outputs.logits.rank",
+             "port rank differs from the graph"),
+    Mutation("C78", "speculative",
+             (Set((*COMP, "draft", "ports", "outputs", "logits", "shape", 1), 16),),
+             "pipeline.workflow.components.draft.ports.outputs.logits.shape[1]",
+             "fixed dimension differs from the graph"),
+    Mutation("C78", "kv_decoder",
+             (Delete((*COMP, "counter", "ports", "inputs", "count")),
+              Delete((*STEPS, 1, "steps", 0, "inputs", "count"))),
+             "pipeline.workflow.components.counter.ports.inputs", "graph input not declared"),
+    Mutation("C78", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _UNNAMED_OUTPUT)),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "graph output without a name"),
+    # C80: binding component whose contract this runtime cannot execute
+    Mutation("C80", "kv_decoder",
+             (Set((*COMP, "copy_logits", "contract"), {"id": "vendor.copy", "version": "1"}),),
+             "pipeline.workflow.components.copy_logits.contract.id", "unknown binding contract"),
+    Mutation("C80", "kv_decoder",
+             (Set((*COMP, "copy_logits", "contract"),
+                  {"id": "onnx-genai.token-sampler", "version": "1"}),),
+             "pipeline.workflow.components.copy_logits.contract.id", "native sampler binding"),
+    # C81: text assembly
+    Mutation("C81", "media", (Set((*COMP, "assembler2"), _SECOND_ASSEMBLER),),
+             "pipeline.workflow.components.assembler2", "second text-assembly adapter"),
+    Mutation("C81", "media",
+             (Insert(STEPS, 0, {"kind": "invoke", "component": "assembler"}),),
+             "pipeline.workflow.steps[0].component", "text assembly invoked in the workflow"),
+    # C83: unreadable ONNX artifact
+    Mutation("C83", "kv_decoder", (WriteFile("policies/counter.onnx", _NOT_ONNX),),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "binary graph replaced by garbage"),
+    Mutation("C83", "static_cache", (WriteFile("model.onnx.textproto", b"graph { node {"),),
+             "pipeline.workflow.components.model.implementation.artifact",
+             "truncated textproto graph"),
+    Mutation("C83", "lora", (WriteFile("projector.onnx.data", b"\x00\x00"),),
+             "pipeline.workflow.components.projector.implementation.artifact",
+             "truncated external data"),
+)  # fmt: skip

@@ -1,5 +1,313 @@
-"""D: see reference_runtime/package/rules/catalogue.py for the rules of this family."""
+"""D: steps and SSA (components and cells named by steps, empty step lists, invoke ports,
+value visibility, loops, branches and phis, session cells, emits)."""
 
 from __future__ import annotations
 
-MUTATIONS: tuple = ()
+from ..mutations import Delete, Insert, Mutation, Rename, Set
+
+WF = ("pipeline", "workflow")
+S = (*WF, "steps")
+LOOP = (*S, 0)  # kv_decoder's decoding loop
+SETUP = (*LOOP, "setup")
+BODY = (*LOOP, "steps")
+BRANCH = (*SETUP, 1)  # kv_decoder's presence-guarded branch
+PHI = (*BRANCH, "outputs", "setup.scores")
+TURNS = (*S, 1)  # kv_decoder's session loop
+STATE = (*WF, "state")
+
+
+def _invoke(component: str, inputs: dict, outputs: dict) -> dict:
+    return {"kind": "invoke", "component": component, "inputs": inputs, "outputs": outputs}
+
+
+def _count(count: str, next_: str) -> dict:
+    return _invoke("counter", {"count": count}, {"next": next_})
+
+
+def _branch(predicate: str, cases: dict, **extra) -> dict:
+    return {"kind": "branch", "predicate": predicate, "cases": cases, **extra}
+
+
+def _emit(value: str, output: str, **extra) -> dict:
+    return {"kind": "emit", "value": value, "output": output, "mode": "replace", **extra}
+
+
+def _literal(dtype: str, *shape, default=True) -> dict:
+    contract = {"dtype": dtype, "rank": len(shape), "shape": list(shape)}
+    return {"contract": contract, "role": {"kind": "opaque"}, "source": {"kind": "literal"},
+            "required": False, "default": default}  # fmt: skip
+
+
+# A branch inserted at the kv_decoder root (before the final emit), valid as written.
+ROOT_BRANCH = _branch("package.once", {"true": [_count("package.no_turns", "extra.next")]})
+# The kv_decoder session loop, as the generator writes it.
+SESSION_LOOP = {
+    "kind": "loop",
+    "steps": [_count("turn_count", "turn.next")],
+    "continue_when": "package.once",
+    "max_iterations": "package.one_turn",
+    "carried": [{"cell": "turn_count", "next": "turn.next"}],
+}
+SESSION_TAIL = [SESSION_LOOP, _emit("turn_count", "turns")]
+
+MUTATIONS = (
+    # ------------------------------------------------------------------ D26
+    Mutation("D26", "kv_decoder", (Set((*BODY, 1, "component"), "samplr"),),
+             "pipeline.workflow.steps[0].steps[1].component", "invoke of an unknown component"),
+    Mutation("D26", "lora", (Set((*S, 1, "component"), "projecter"),),
+             "pipeline.workflow.steps[1].component", "invoke of an unknown graph component"),
+    Mutation("D26", "kv_decoder",
+             (Set((*LOOP, "carried", 5), {"cell": "logits", "next": "body.logits"}),),
+             "pipeline.workflow.steps[0].carried[5].cell", "carry of an undeclared cell"),
+    # ------------------------------------------------------------------ D27
+    Mutation("D27", "lora", (Set((*WF, "steps"), []),),
+             "pipeline.workflow.steps", "empty root"),
+    Mutation("D27", "kv_decoder", (Set((*TURNS, "steps"), []),),
+             "pipeline.workflow.steps[1].steps", "empty loop body"),
+    Mutation("D27", "kv_decoder", (Set((*BRANCH, "cases", "false"), []),),
+             "pipeline.workflow.steps[0].setup[1].cases.false", "empty branch case"),
+    Mutation("D27", "kv_decoder", (Set((*BRANCH, "default"), []),),
+             "pipeline.workflow.steps[0].setup[1].default", "empty branch default"),
+    Mutation("D27", "kv_decoder", (Insert(S, 2, {"kind": "sequence", "steps": []}),),
+             "pipeline.workflow.steps[2].steps", "empty sequence"),
+    # ------------------------------------------------------------------ D28
+    Mutation("D28", "kv_decoder", (Set((*BODY, 1, "inputs", "top_k"), "request.seed"),),
+             "pipeline.workflow.steps[0].steps[1].inputs.top_k", "unknown input port"),
+    Mutation("D28", "kv_decoder", (Set((*BODY, 0, "outputs", "hidden"), "body.hidden"),),
+             "pipeline.workflow.steps[0].steps[0].outputs.hidden", "unknown output port"),
+    Mutation("D28", "kv_decoder", (Delete((*BODY, 1, "inputs", "seed")),),
+             "pipeline.workflow.steps[0].steps[1].inputs", "required port left unbound"),
+    Mutation("D28", "lora", (Delete((*S, 1, "inputs", "activations")),),
+             "pipeline.workflow.steps[1].inputs", "graph input left unbound"),
+    Mutation("D28", "lora", (Set((*S, 1, "inputs", "bias"), "adapted"),),
+             "pipeline.workflow.steps[1].inputs.bias", "unknown graph input"),
+    Mutation("D28", "kv_decoder", (Set((*BODY, 1, "inputs", "seed"), "request.temperature"),),
+             "pipeline.workflow.steps[0].steps[1].inputs.seed", "port dtype mismatch"),
+    Mutation("D28", "kv_decoder",
+             (Set((*BRANCH, "cases", "true", 0, "inputs", "bias"), "setup.logits"),),
+             "pipeline.workflow.steps[0].setup[1].cases.true[0].inputs.bias",
+             "port rank mismatch"),
+    Mutation("D28", "lora", (Set((*S, 1, "inputs", "activations"), "request.adapter_segments"),),
+             "pipeline.workflow.steps[1].inputs.activations", "graph input dtype mismatch"),
+    Mutation("D28", "speculative", (Set((*BODY, 3, "inputs", "tokens"), "lookahead.forced"),),
+             "pipeline.workflow.steps[0].steps[3].inputs.tokens", "fixed dimension mismatch"),
+    Mutation("D28", "kv_decoder",
+             (Set((*BRANCH, "cases", "false", 0, "outputs"), {"scores": "setup.plain"}),),
+             "pipeline.workflow.steps[0].setup[1].cases.false[0].outputs.scores",
+             "binding output without its input"),
+    # ------------------------------------------------------------------ D29
+    Mutation("D29", "kv_decoder", (Set((*BODY, 0, "inputs", "input_ids"), "body.token"),),
+             "pipeline.workflow.steps[0].steps[0].inputs.input_ids", "use before definition"),
+    Mutation("D29", "kv_decoder",
+             (Set((*BODY, 1, "inputs", "temperature"), "request.temprature"),),
+             "pipeline.workflow.steps[0].steps[1].inputs.temperature", "misspelt value name"),
+    Mutation("D29", "kv_decoder", (Insert(BODY, 2, _count("package.no_turns", "body.token")),),
+             "pipeline.workflow.steps[0].steps[2].outputs.next", "defined by two invokes"),
+    Mutation("D29", "kv_decoder", (Insert(S, 2, _count("turn_count", "package.no_turns")),),
+             "pipeline.workflow.steps[2].outputs.next", "redefines an input"),
+    Mutation("D29", "kv_decoder",
+             (Set((*BRANCH, "outputs", "setup.logits"),
+                  {"cases": {"true": "setup.biased", "false": "setup.plain"}}),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.logits"]', "phi redefines a value"),
+    Mutation("D29", "kv_decoder",
+             (Insert((*BRANCH, "cases", "true"), 1, _count("package.no_turns", "setup.present")),),
+             "pipeline.workflow.steps[0].setup[1].cases.true[1].outputs.next",
+             "case redefines an outer value"),
+    Mutation("D29", "kv_decoder", (Insert(BODY, 2, _count("package.no_turns", "setup.token")),),
+             "pipeline.workflow.steps[0].steps[2].outputs.next", "body redefines a setup value"),
+    Mutation("D29", "kv_decoder", (Set((*S, 2, "value"), "turn.next"),),
+             "pipeline.workflow.steps[2].value", "body value read after its loop"),
+    Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "logits"), "setup.biased"),),
+             "pipeline.workflow.steps[0].setup[2].inputs.logits", "case value read after branch"),
+    Mutation("D29", "kv_decoder",
+             (Set((*BRANCH, "cases", "false", 0, "inputs", "logits"), "setup.biased"),),
+             "pipeline.workflow.steps[0].setup[1].cases.false[0].inputs.logits",
+             "value of a sibling case"),
+    Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "logits"), "body.logits"),),
+             "pipeline.workflow.steps[0].setup[2].inputs.logits", "setup reads a body value"),
+    Mutation("D29", "kv_decoder", (Set((*TURNS, "steps", 0, "inputs", "count"), "loop.step"),),
+             "pipeline.workflow.steps[1].steps[0].inputs.count", "iteration value outside loop"),
+    Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "active"), "active"),),
+             "pipeline.workflow.steps[0].setup[2].inputs.active", "cell read in loop setup"),
+    Mutation("D29", "kv_decoder", (Insert(S, 1, _emit("turn_count", "turns")), Delete((*S, 3))),
+             "pipeline.workflow.steps[1].value", "cell read before its loop"),
+    Mutation("D29", "kv_decoder",
+             (Set((*LOOP, "carried", 5), {"cell": "active", "next": "body.active"}),),
+             "pipeline.workflow.steps[0].carried[5].cell", "cell carried twice by one loop"),
+    Mutation("D29", "kv_decoder",
+             (Set((*LOOP, "carried", 5), {"cell": "turn_count", "next": "turn_count"}),),
+             "pipeline.workflow.steps[1].carried[0].cell", "cell carried by two loops of one scope"),
+    Mutation("D29", "kv_decoder", (Set((*LOOP, "carried", 3, "next"), "body.finished"),),
+             "pipeline.workflow.steps[0].carried[3].next", "undefined next value"),
+    Mutation("D29", "kv_decoder", (Set((*LOOP, "iteration", "value"), "active"),),
+             "pipeline.workflow.steps[0].iteration.value", "iteration value shadows a cell"),
+    # ------------------------------------------------------------------ D30
+    Mutation("D30", "kv_decoder", (Set((*LOOP, "max_iterations"), "request.temperature"),),
+             "pipeline.workflow.steps[0].max_iterations", "float max_iterations"),
+    Mutation("D30", "kv_decoder", (Set((*LOOP, "max_iterations"), "request.seed"),),
+             "pipeline.workflow.steps[0].max_iterations", "per-row max_iterations"),
+    Mutation("D30", "kv_decoder", (Set((*TURNS, "max_iterations"), "package.once"),),
+             "pipeline.workflow.steps[1].max_iterations", "bool max_iterations"),
+    # ------------------------------------------------------------------ D31
+    Mutation("D31", "kv_decoder", (Set((*LOOP, "iteration", "contract", "dtype"), "int32"),),
+             "pipeline.workflow.steps[0].iteration.contract.dtype", "int32 iteration"),
+    Mutation("D31", "kv_decoder",
+             (Set((*LOOP, "iteration", "contract"), {"dtype": "int64", "rank": 2,
+                                                       "shape": [1, 1]}),),
+             "pipeline.workflow.steps[0].iteration.contract.rank", "rank-2 iteration"),
+    Mutation("D31", "kv_decoder",
+             (Set((*LOOP, "iteration", "contract"), {"dtype": "int64", "rank": 1}),),
+             "pipeline.workflow.steps[0].iteration.contract", "rank-1 iteration without shape"),
+    Mutation("D31", "kv_decoder",
+             (Set((*LOOP, "iteration", "contract"), {"dtype": "int64", "rank": 1,
+                                                       "shape": [1, 1]}),),
+             "pipeline.workflow.steps[0].iteration.contract.shape", "iteration shape vs rank"),
+    # ------------------------------------------------------------------ D32
+    Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "body.active"),),
+             "pipeline.workflow.steps[0].continue_when", "continue_when from the body"),
+    Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "lengths"),),
+             "pipeline.workflow.steps[0].continue_when", "integer continue_when"),
+    Mutation("D32", "kv_decoder",
+             (Set((*WF, "inputs", "package.grid"), _literal("bool", 1, 1)),
+              Set((*TURNS, "continue_when"), "package.grid")),
+             "pipeline.workflow.steps[1].continue_when", "rank-2 continue_when"),
+    # ------------------------------------------------------------------ D33
+    Mutation("D33", "kv_decoder", (Set((*STATE, "token", "initializer"), "body.token"),),
+             "pipeline.workflow.state.token.initializer", "initializer not in scope"),
+    Mutation("D33", "kv_decoder", (Set((*STATE, "done", "initializer"), "package.no_turns"),),
+             "pipeline.workflow.state.done.initializer", "initializer of the wrong type"),
+    Mutation("D33", "kv_decoder", (Set((*LOOP, "carried", 1, "initial"), "body.token"),),
+             "pipeline.workflow.steps[0].carried[1].initial", "initial not in scope"),
+    Mutation("D33", "kv_decoder", (Set((*LOOP, "carried", 1, "initial"), "request.seed"),),
+             "pipeline.workflow.steps[0].carried[1].initial", "initial of the wrong rank"),
+    Mutation("D33", "kv_decoder", (Set((*LOOP, "carried", 3, "next"), "body.lengths"),),
+             "pipeline.workflow.steps[0].carried[3].next", "next of the wrong dtype"),
+    Mutation("D33", "kv_decoder", (Delete((*STATE, "lengths", "initializer")),),
+             "pipeline.workflow.steps[0].carried[4]", "carry without a start value"),
+    # ------------------------------------------------------------------ D34
+    Mutation("D34", "kv_decoder", (Set((*STATE, "kv", "recurrence", "max"), "body.lengths"),),
+             "pipeline.workflow.state.kv.recurrence.max", "max not in scope"),
+    Mutation("D34", "kv_decoder", (Set((*STATE, "kv", "recurrence", "max"), "request.seed"),),
+             "pipeline.workflow.state.kv.recurrence.max", "per-row max"),
+    Mutation("D34", "kv_decoder",
+             (Set((*STATE, "kv", "recurrence", "max"), "request.temperature"),),
+             "pipeline.workflow.state.kv.recurrence.max", "float max"),
+    Mutation("D34", "kv_decoder",
+             (Set((*STATE, "token", "recurrence"),
+                  {"kind": "growing", "axis": 1, "increment": "request.temperature"}),),
+             "pipeline.workflow.state.token.recurrence.increment", "float increment"),
+    # ------------------------------------------------------------------ D35
+    Mutation("D35", "kv_decoder",
+             (Insert(S, 2, {**ROOT_BRANCH, "predicate": "request.temperature"}),),
+             "pipeline.workflow.steps[2].predicate", "float predicate"),
+    Mutation("D35", "kv_decoder",
+             (Insert(S, 2, {**ROOT_BRANCH, "predicate": "package.grid"}),
+              Set((*WF, "inputs", "package.grid"), _literal("bool", 2))),
+             "pipeline.workflow.steps[2].predicate", "two-element predicate"),
+    Mutation("D35", "kv_decoder",
+             (Insert(S, 2, _branch("package.once", {"1": [_count("package.no_turns", "x")]})),),
+             'pipeline.workflow.steps[2].cases["1"]', "bool predicate with integer case"),
+    Mutation("D35", "kv_decoder",
+             (Insert(S, 2, {**ROOT_BRANCH, "predicate": "package.one_turn"}),),
+             "pipeline.workflow.steps[2].cases.true", "integer predicate with bool case"),
+    Mutation("D35", "kv_decoder",
+             (Insert(S, 2, _branch("package.one_turn", {"0": [_count("package.no_turns", "x")],
+                                                        "-0": [_count("package.no_turns", "y")]})),),
+             'pipeline.workflow.steps[2].cases["-0"]', "two cases for one integer"),
+    Mutation("D35", "kv_decoder", (Set((*BRANCH, "cases"), {}),),
+             "pipeline.workflow.steps[0].setup[1].cases", "no cases"),
+    Mutation("D35", "kv_decoder", (Rename((*BRANCH, "cases", "false"), "no"),),
+             "pipeline.workflow.steps[0].setup[1].cases.no", "case key neither bool nor integer"),
+    # ------------------------------------------------------------------ D36
+    Mutation("D36", "kv_decoder", (Delete((*PHI, "cases", "false")),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases',
+             "phi without a source for a case"),
+    Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "2"), "setup.plain"),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases["2"]',
+             "phi source for an unknown case"),
+    Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "setup.plane"),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
+             "phi source not visible"),
+    Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "request.temperature"),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
+             "phi sources disagree"),
+    Mutation("D36", "kv_decoder", (Set((*PHI, "default"), "setup.plain"),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
+             "phi default without a branch default"),
+    Mutation("D36", "kv_decoder",
+             (Set((*BRANCH, "default"),
+                  [_invoke("copy_logits", {"logits": "setup.logits"}, {"logits": "setup.copy"})]),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"]',
+             "branch default without a phi default"),
+    # ------------------------------------------------------------------ D37
+    Mutation("D37", "kv_decoder",
+             (Set((*S, 1), _branch("package.once", {"true": SESSION_TAIL})), Delete((*S, 2))),
+             "pipeline.workflow.steps[1].cases.true", "session loop in a case without phi"),
+    Mutation("D37", "kv_decoder",
+             (Set((*S, 1), _branch("package.once", {"true": SESSION_TAIL}, outputs={
+                 "turns.final": {"cases": {"true": "package.no_turns"}}})), Delete((*S, 2))),
+             "pipeline.workflow.steps[1].cases.true", "phi exports another value"),
+    Mutation("D37", "kv_decoder",
+             (Set((*S, 1), _branch("package.once", {"true": [SESSION_LOOP]}, outputs={
+                 "turns.final": {"cases": {"true": "turn_count"}}})),
+              Set((*S, 2, "value"), "turns.final")),
+             "pipeline.workflow.steps[1].cases.true", "cell exported under another name"),
+    Mutation("D37", "kv_decoder",
+             (Set((*S, 1), _branch("package.once",
+                                   {"false": [_count("package.no_turns", "extra.next")]},
+                                   default=SESSION_TAIL)), Delete((*S, 2))),
+             "pipeline.workflow.steps[1].default", "session loop in the default case"),
+    # ------------------------------------------------------------------ D38
+    Mutation("D38", "kv_decoder", (Set((*S, 2, "output"), "turn"),),
+             "pipeline.workflow.steps[2].output", "emit to an unknown output"),
+    Mutation("D38", "kv_decoder", (Set((*BODY, 2, "when"), "body.lengths"),),
+             "pipeline.workflow.steps[0].steps[2].when", "integer when"),
+    Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.active"),),
+             "pipeline.workflow.steps[0].steps[2].valid_length", "bool valid_length"),
+    Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.token"),),
+             "pipeline.workflow.steps[0].steps[2].valid_length", "rank-2 valid_length"),
+    # ------------------------------------------------------------------ D39
+    Mutation("D39", "media", (Set((*S, 3, "value"), "request.image"),),
+             "pipeline.workflow.steps[3].value", "emit of the wrong dtype"),
+    Mutation("D39", "media", (Set((*S, 2, "value"), "vision.audio"),),
+             "pipeline.workflow.steps[2].value", "emit of the wrong rank"),
+    Mutation("D39", "lora", (Set((*S, 2, "value"), "request.adapter_segments"),),
+             "pipeline.workflow.steps[2].value", "request-aligned emit of the wrong dtype"),
+    Mutation("D39", "kv_decoder", (Set((*BODY, 2, "value"), "body.lengths"),),
+             "pipeline.workflow.steps[0].steps[2].value", "per-row emit of the wrong rank"),
+    # ------------------------------------------------------------------ D40
+    Mutation("D40", "media",
+             (Set((*WF, "outputs", "audio", "contract"),
+                  {"dtype": "float32", "rank": 3, "shape": [1, 2, "samples"],
+                   "batch_layout": {"kind": "request_aligned", "axis": 0}}),),
+             "pipeline.workflow.steps[3].value", "shared value into a request-aligned output"),
+    Mutation("D40", "lora",
+             (Set((*WF, "outputs", "result", "contract", "batch_layout"),
+                  {"kind": "request_expanded", "axis": 0, "factor": 2}),
+              Set((*S, 2, "value"), "adapted")),
+             "pipeline.workflow.steps[2].value", "aligned value into an expanded output"),
+    # ------------------------------------------------------------------ D41
+    Mutation("D41", "lora",
+             (Set((*WF, "outputs", "result", "contract", "batch_layout"), {"kind": "shared"}),
+              Set((*S, 2, "when"), "request.adapter_active")),
+             "pipeline.workflow.outputs.result.contract.batch_layout",
+             "per-row emit into a shared output"),
+    Mutation("D41", "lora",
+             (Set((*WF, "outputs", "result", "contract", "batch_layout"),
+                  {"kind": "request_expanded", "axis": 0, "factor": 1}),
+              Set((*WF, "manifest", "capabilities", 4), "emit_valid_length"),
+              Set((*S, 2, "valid_length"), "request.adapter_counts")),
+             "pipeline.workflow.outputs.result.contract.batch_layout",
+             "valid_length emit into an expanded output"),
+    # ------------------------------------------------------------------ D42
+    Mutation("D42", "kv_decoder",
+             (Set((*WF, "outputs", "turns", "contract"),
+                  {"dtype": "int64", "rank": 1, "shape": [1]}),
+              Set((*S, 2, "value"), "package.one_turn")),
+             "pipeline.workflow.steps[2].value", "serving emit of a shared vector"),
+    Mutation("D42", "static_cache",
+             (Set((*WF, "outputs", "capacity"), {"contract": {"dtype": "int64", "rank": 1,
+                                                              "shape": [1]}, "role": "tensor"}),
+              Insert(S, 3, _emit("package.capacity", "capacity"))),
+             "pipeline.workflow.steps[3].value", "serving emit of a shared literal"),
+)  # fmt: skip

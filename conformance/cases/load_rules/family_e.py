@@ -1,5 +1,236 @@
-"""E: see reference_runtime/package/rules/catalogue.py for the rules of this family."""
+"""E: state cells, sessions, serving and state service groups (update policies, scatter)."""
 
 from __future__ import annotations
 
-MUTATIONS: tuple = ()
+from ..mutations import Delete, Insert, Mutation, Rename, Set
+
+WF = ("pipeline", "workflow")
+ST = (*WF, "state")
+SV = (*WF, "serving")
+KV = (*SV, "state_service", "groups", "kv_cache")  # kv_decoder's append group
+SC = (*SV, "state_service", "groups", "cache")  # static_cache's indexed_scatter group
+DC = (*SV, "state_service", "groups", "draft_cache")  # speculative's replace group
+SCU = (*SC, "update")
+GKV = "pipeline.workflow.serving.state_service.groups.kv_cache"
+GSC = "pipeline.workflow.serving.state_service.groups.cache"
+GDC = "pipeline.workflow.serving.state_service.groups.draft_cache"
+
+KV_CONTRACT_NO_LAYOUT = {"dtype": "float32", "rank": 4, "shape": ["batch", 2, "past_sequence", 4]}
+INT32_TOKENS = {
+    "dtype": "int32",
+    "rank": 2,
+    "shape": ["batch", "sequence"],
+    "batch_layout": {"kind": "request_aligned", "axis": 0},
+}
+
+
+def _conversation(prompt_input="request.input_ids", tokens_output="tokens", **cell) -> dict:
+    """A session cell carrying a valid prompt_prefix continuation (kv_decoder), then ``cell``."""
+    continuation = {
+        "kind": "prompt_prefix",
+        "prompt_input": prompt_input,
+        "tokens_output": tokens_output,
+    }
+    return {
+        "contract": {
+            "dtype": "int64",
+            "rank": 2,
+            "shape": ["batch", "sequence"],
+            "batch_layout": {"kind": "request_aligned", "axis": 0},
+        },
+        "scope": "session",
+        "initializer": "request.input_ids",
+        "recurrence": {"kind": "growing", "axis": 1, "increment": "package.one_turn"},
+        "management": "runtime",
+        "release_boundary": "session",
+        "session": {"policy": "exclusive", "continuation": continuation},
+        **cell,
+    }
+
+
+MUTATIONS = (
+    # E45: recurrence axis >= rank
+    Mutation("E45", "kv_decoder",
+             (Set((*ST, "token", "recurrence"),
+                  {"kind": "bounded", "axis": 2, "max": "package.max_context"}),),
+             "pipeline.workflow.state.token.recurrence.axis", "axis equal to rank"),
+    Mutation("E45", "kv_decoder",
+             (Set((*ST, "turn_count", "recurrence"),
+                  {"kind": "growing", "axis": 0, "increment": "package.one_turn"}),),
+             "pipeline.workflow.state.turn_count.recurrence.axis", "growing scalar cell"),
+    Mutation("E45", "kv_decoder", (Set((*ST, "kv", "recurrence", "axis"), 7),),
+             "pipeline.workflow.state.kv.recurrence.axis", "grouped cell axis beyond rank"),
+    # E46: session blocks
+    Mutation("E46", "kv_decoder", (Set((*ST, "token", "session"), {"policy": "exclusive"}),),
+             "pipeline.workflow.state.token.session", "session on invocation cell"),
+    Mutation("E46", "kv_decoder", (Set((*ST, "turn_count", "session", "policy"), "copy_on_write"),),
+             "pipeline.workflow.state.turn_count.session.policy", "copy_on_write policy"),
+    Mutation("E46", "kv_decoder", (Set((*ST, "turn_count", "session", "ttl_seconds"), 60),),
+             "pipeline.workflow.state.turn_count.session.ttl_seconds", "ttl_seconds"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "turn_count", "session", "optimistic_metadata_version"), True),),
+             "pipeline.workflow.state.turn_count.session.optimistic_metadata_version",
+             "optimistic metadata version"),
+    Mutation("E46", "kv_decoder", (Set((*ST, "turn_count", "session", "ttl_seconds"), -1),),
+             "pipeline.workflow.state.turn_count.session.ttl_seconds", "negative ttl_seconds"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(prompt_input="request.seed")),),
+             "pipeline.workflow.state.conversation.session.continuation.prompt_input",
+             "continuation prompt_input not prompt_tokens"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(tokens_output="turns")),),
+             "pipeline.workflow.state.conversation.session.continuation.tokens_output",
+             "continuation tokens_output not tokens"),
+    Mutation("E46", "kv_decoder",
+             (Set((*WF, "outputs", "transcript"), {"contract": INT32_TOKENS, "role": "tokens"}),
+              Set((*ST, "conversation"), _conversation(tokens_output="transcript"))),
+             "pipeline.workflow.state.conversation.session.continuation.tokens_output",
+             "continuation tokens_output of another dtype"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(management="external")),),
+             "pipeline.workflow.state.conversation.session.continuation",
+             "continuation on an external cell"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(release_boundary="invocation")),),
+             "pipeline.workflow.state.conversation.session.continuation",
+             "continuation released per invocation"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(recurrence={"kind": "invariant"})),),
+             "pipeline.workflow.state.conversation.session.continuation",
+             "continuation on an invariant cell"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation(**{"class": "advisory"})),
+              Insert((*WF, "manifest", "capabilities"), 0, "advisory_state")),
+             "pipeline.workflow.state.conversation.session.continuation",
+             "continuation on an advisory cell"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation()),
+              Insert((*WF, "steps", 1, "carried"), 1,
+                     {"cell": "conversation", "next": "request.input_ids"})),
+             "pipeline.workflow.state.conversation.session.continuation",
+             "continuation on a loop-carried cell"),
+    Mutation("E46", "kv_decoder",
+             (Set((*ST, "conversation"), _conversation()),
+              Set((*ST, "conversation_2"), _conversation())),
+             "pipeline.workflow.state.conversation_2.session.continuation",
+             "two continuations"),
+    # E47: service group membership
+    Mutation("E47", "kv_decoder", (Set((*ST, "kv", "service_group"), "kv_cach"),),
+             "pipeline.workflow.state.kv.service_group", "unknown service group"),
+    Mutation("E47", "kv_decoder", (Set((*KV, "sequence_axis"), 4),),
+             f"{GKV}.sequence_axis", "sequence_axis beyond rank"),
+    Mutation("E47", "kv_decoder", (Set((*ST, "kv", "recurrence", "axis"), 1),),
+             "pipeline.workflow.state.kv.recurrence.axis", "recurrence axis unlike sequence_axis"),
+    Mutation("E47", "kv_decoder", (Delete((*KV, "sequence_axis")),),
+             f"{GKV}.sequence_axis", "varying cell and no sequence_axis"),
+    Mutation("E47", "kv_decoder", (Set((*ST, "kv", "contract"), KV_CONTRACT_NO_LAYOUT),),
+             "pipeline.workflow.state.kv.contract.batch_layout", "grouped cell without request axis"),
+    Mutation("E47", "kv_decoder",
+             (Set((*ST, "kv", "recurrence"),
+                  {"kind": "growing", "axis": 2, "increment": "package.one_turn"}),),
+             "pipeline.workflow.state.kv.recurrence.increment", "growth not accepted_len"),
+    # E48: management and release boundaries
+    Mutation("E48", "kv_decoder", (Set((*ST, "kv", "management"), "external"),),
+             "pipeline.workflow.state.kv.management", "grouped cell not runtime-managed"),
+    Mutation("E48", "kv_decoder", (Delete((*ST, "kv", "release_boundary")),),
+             "pipeline.workflow.state.kv.release_boundary", "runtime cell without release boundary"),
+    Mutation("E48", "kv_decoder", (Set((*ST, "token", "management"), "external"),),
+             "pipeline.workflow.state.token.release_boundary", "external cell without release boundary"),
+    Mutation("E48", "kv_decoder", (Set((*ST, "token", "release_boundary"), "invocation"),),
+             "pipeline.workflow.state.token.release_boundary", "workflow cell with release boundary"),
+    Mutation("E48", "kv_decoder", (Set((*ST, "kv", "release_boundary"), "session"),),
+             "pipeline.workflow.state.kv.release_boundary", "session boundary on invocation cell"),
+    # E49: runtime state published without a checkpoint
+    Mutation("E49", "static_cache", (Delete((*SC, "checkpoint")),),
+             "pipeline.workflow.steps[1].value", "emit of a grouped cell without checkpoint"),
+    Mutation("E49", "kv_decoder",
+             (Set((*WF, "outputs", "kv"), {"contract": KV_CONTRACT_NO_LAYOUT, "role": "tensor"}),),
+             "pipeline.workflow.outputs.kv", "output named after a runtime cell"),
+    # E50: serving values
+    Mutation("E50", "kv_decoder", (Set((*SV, "active"), "nope"),),
+             "pipeline.workflow.serving.active", "unknown active value"),
+    Mutation("E50", "kv_decoder", (Set((*SV, "active"), "body.active"),),
+             "pipeline.workflow.serving.active", "active not visible at the end"),
+    Mutation("E50", "kv_decoder", (Set((*SV, "done"), "lengths"),),
+             "pipeline.workflow.serving.done", "done of integer dtype"),
+    Mutation("E50", "kv_decoder", (Set((*SV, "accepted_len"), "token"),),
+             "pipeline.workflow.serving.accepted_len", "accepted_len of rank 2"),
+    Mutation("E50", "kv_decoder", (Delete((*SV, "accepted_len")),),
+             "pipeline.workflow.serving.accepted_len", "no accepted_len"),
+    Mutation("E50", "kv_decoder",
+             (Set((*SV, "state_service", "groups"), {}), Delete((*ST, "kv", "service_group"))),
+             "pipeline.workflow.serving.state_service.groups", "no state groups"),
+    # E51: groups
+    Mutation("E51", "kv_decoder", (Set((*KV, "layout"), ""),),
+             f"{GKV}.layout", "empty layout"),
+    Mutation("E51", "kv_decoder", (Set((*KV, "logical_lengths"), "active"),),
+             f"{GKV}.logical_lengths", "logical_lengths names a bool cell"),
+    Mutation("E51", "kv_decoder", (Set((*KV, "total_length"), "package.max_context"),),
+             f"{GKV}.total_length", "total_length names an input"),
+    Mutation("E51", "kv_decoder", (Set((*KV, "capabilities", "cascade"), ["draft"]),),
+             f"{GKV}.capabilities.cascade[0]", "cascade to unknown group"),
+    Mutation("E51", "kv_decoder", (Set((*KV, "capabilities", "rollback_positions"), 0),),
+             f"{GKV}.capabilities.rollback_positions", "rollback_positions 0"),
+    # E52: group ports
+    Mutation("E52", "kv_decoder", (Rename((*KV, "ports", "model"), "decoder"),),
+             f"{GKV}.ports.decoder", "unknown component"),
+    Mutation("E52", "kv_decoder",
+             (Set((*KV, "ports", "model", "cache"), {"input": "past", "output": "present"}),),
+             f"{GKV}.ports.model.cache", "unknown cell"),
+    Mutation("E52", "kv_decoder", (Set((*KV, "ports", "model", "kv", "input"), "pasts"),),
+             f"{GKV}.ports.model.kv.input", "unknown input port"),
+    Mutation("E52", "kv_decoder", (Set((*KV, "ports", "model", "kv", "output"), "presents"),),
+             f"{GKV}.ports.model.kv.output", "unknown output port"),
+    Mutation("E52", "kv_decoder",
+             (Set((*KV, "ports", "model", "token"), {"input": "input_ids", "access": "read_only"}),),
+             f"{GKV}.ports.model.token", "cell of no group bound"),
+    Mutation("E52", "kv_decoder", (Delete((*KV, "ports", "model", "kv", "output")),),
+             f"{GKV}.ports.model.kv.output", "read-write alias without output"),
+    # E53: layers
+    Mutation("E53", "static_cache", (Set((*SC, "ports", "model", "values", "layer"), 1),),
+             f"{GSC}.ports.model", "key layers unlike value layers"),
+    Mutation("E53", "static_cache", (Set((*SC, "ports", "model", "values", "role"), "key"),),
+             f"{GSC}.ports.model.values.layer", "duplicate key layer"),
+    Mutation("E53", "static_cache",
+             (Set((*SC, "ports", "model", "values", "role"), "key"),
+              Delete((*SC, "ports", "model", "values", "layer"))),
+             f"{GSC}.ports.model.values.layer", "repeated role without layer"),
+    Mutation("E53", "kv_decoder", (Set((*KV, "ports", "model", "kv", "layer"), -1),),
+             f"{GKV}.ports.model.kv.layer", "negative layer"),
+    # E54: update policies
+    Mutation("E54", "speculative", (Delete((*DC, "update")),),
+             f"{GDC}.update", "append of invariant cells without sequence_axis"),
+    Mutation("E54", "speculative", (Set((*DC, "sequence_axis"), 1),),
+             f"{GDC}.sequence_axis", "replace with sequence_axis"),
+    Mutation("E54", "kv_decoder",
+             (Set((*KV, "update"), {"kind": "replace"}), Delete((*KV, "sequence_axis"))),
+             "pipeline.workflow.state.kv.recurrence", "replace of a varying cell"),
+    # E55: indexed_scatter
+    Mutation("E55", "static_cache", (Delete((*SC, "logical_lengths")),),
+             f"{GSC}.logical_lengths", "no logical_lengths"),
+    Mutation("E55", "static_cache", (Delete((*SC, "sequence_axis")),),
+             f"{GSC}.sequence_axis", "no sequence_axis"),
+    Mutation("E55", "static_cache", (Set((*SCU, "write_indices"), "request.write_indices"),),
+             f"{GSC}.update.write_indices", "write_indices names an input"),
+    Mutation("E55", "static_cache", (Set((*SCU, "write_indices"), "token"),),
+             f"{GSC}.update.write_indices", "write_indices of rank 2"),
+    Mutation("E55", "static_cache", (Set((*ST, "write_indices", "class"), "advisory"),
+                                     Insert((*WF, "manifest", "capabilities"), 0, "advisory_state")),
+             f"{GSC}.update.write_indices", "advisory write_indices"),
+    Mutation("E55", "static_cache", (Set((*SCU, "capacity"), "package.zero_lengths"),),
+             f"{GSC}.update.capacity", "capacity not a scalar"),
+    Mutation("E55", "static_cache", (Set((*SCU, "capacity"), "package.go"),),
+             f"{GSC}.update.capacity", "capacity not an integer"),
+    Mutation("E55", "static_cache", (Set((*SCU, "write_indices_ports", "draft"), "write_indices"),),
+             f"{GSC}.update.write_indices_ports.draft", "scatter port map unknown component"),
+    Mutation("E55", "static_cache", (Set((*SCU, "kv_length_ports", "model"), "length"),),
+             f"{GSC}.update.kv_length_ports.model", "scatter port map unknown port"),
+    Mutation("E55", "static_cache", (Delete((*SCU, "write_indices_ports", "model")),),
+             f"{GSC}.update.write_indices_ports", "bound component without write_indices_ports"),
+    Mutation("E55", "static_cache", (Delete((*SCU, "kv_length_ports", "model")),),
+             f"{GSC}.update.kv_length_ports", "key/value component without kv_length_ports"),
+    Mutation("E55", "static_cache",
+             (Set((*ST, "keys", "recurrence"),
+                  {"kind": "growing", "axis": 1, "increment": "package.one"}),),
+             "pipeline.workflow.state.keys.recurrence", "growing scatter buffer"),
+)  # fmt: skip

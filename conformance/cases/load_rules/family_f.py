@@ -1,5 +1,101 @@
-"""F: see reference_runtime/package/rules/catalogue.py for the rules of this family."""
+"""F: speculative decoding (components, rollback state, effects, chained proposals)."""
 
 from __future__ import annotations
 
-MUTATIONS: tuple = ()
+from ..mutations import Delete, Insert, Mutation, Set
+
+SP = ("speculative",)
+PE = (*SP, "proposal_execution")
+DC = ("pipeline", "workflow", "serving", "state_service", "groups", "draft_cache")
+GDC = "pipeline.workflow.serving.state_service.groups.draft_cache"
+AUX_GROUP = {
+    "kind": "recurrent",
+    "layout": "bh",
+    "update": {"kind": "replace"},
+    "capabilities": {"rollback_positions": 1},
+}
+
+MUTATIONS = (
+    # F59: proposer and target
+    Mutation("F59", "speculative", (Set((*SP, "proposer"), "drafter"),),
+             "speculative.proposer", "unknown proposer"),
+    Mutation("F59", "speculative", (Set((*SP, "target"), "Verifier"),),
+             "speculative.target", "unknown target"),
+    Mutation("F59", "speculative", (Set((*SP, "proposer"), ""),),
+             "speculative.proposer", "empty proposer"),
+    # F60: rollback state
+    Mutation("F60", "speculative", (Insert((*SP, "rollback_state"), 2, "draft_cache_state"),),
+             "speculative.rollback_state[2]", "unknown rollback cell"),
+    Mutation("F60", "speculative", (Set((*DC, "capabilities", "rollback_positions"), 1),),
+             f"{GDC}.capabilities.rollback_positions", "rollback_positions below width"),
+    Mutation("F60", "speculative", (Delete((*DC, "capabilities", "rollback_positions")),),
+             f"{GDC}.capabilities.rollback_positions", "group cannot roll back"),
+    Mutation("F60", "speculative",
+             (Set(("pipeline", "workflow", "serving", "state_service", "groups", "aux"), AUX_GROUP),
+              Set((*DC, "capabilities", "cascade"), ["aux"])),
+             "pipeline.workflow.serving.state_service.groups.aux.capabilities.rollback_positions",
+             "cascaded group rolls back too little"),
+    # F61: effects in the speculative region
+    Mutation("F61", "speculative",
+             (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety", "max_depth"), 1),),
+             "pipeline.workflow.effects.grammar.speculation_safety", "rewindable less than width"),
+    Mutation("F61", "speculative",
+             (Delete(("pipeline", "workflow", "effects", "grammar", "speculation_safety")),),
+             "pipeline.workflow.effects.grammar.speculation_safety", "no speculation_safety"),
+    Mutation("F61", "speculative",
+             (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety"),
+                  {"kind": "none"}),),
+             "pipeline.workflow.effects.grammar.speculation_safety", "speculation_safety none"),
+    # F62: chained proposals
+    Mutation("F62", "speculative", (Delete((*PE, "token_embedding_input")),),
+             "speculative.proposal_execution.token_embedding_input", "no token_embedding_input"),
+    Mutation("F62", "speculative",
+             (Set((*PE, "token_embedding_input"), "embeddings"),
+              Set((*SP, "port_bindings", "target_hidden_context"), "embeddings")),
+             "speculative.proposal_execution.token_embedding_input",
+             "token_embedding_input not a proposer input"),
+    Mutation("F62", "speculative", (Delete((*PE, "logits_output")),),
+             "speculative.proposal_execution.logits_output", "no logits_output"),
+    Mutation("F62", "speculative", (Set((*PE, "logits_output"), "proposal_logits"),),
+             "speculative.proposal_execution.logits_output", "logits_output not a proposer output"),
+    Mutation("F62", "speculative",
+             (Delete((*PE, "recurrent")), Delete((*PE, "folded_carry_output")),
+              Delete((*PE, "folded_carry_seed")), Delete((*PE, "token_embedding"))),
+             "speculative.proposal_execution", "neither recurrent state nor folded carry"),
+    Mutation("F62", "speculative",
+             (Insert((*PE, "recurrent"), 1,
+                     {"cell": "draft_state", "input": "draft_state", "output": "next_draft_state"}),),
+             "speculative.proposal_execution.recurrent[1].cell", "duplicated recurrent cell"),
+    Mutation("F62", "speculative", (Set((*PE, "recurrent", 0, "cell"), "draft_cache"),),
+             "speculative.proposal_execution.recurrent[0].cell", "unknown recurrent cell"),
+    Mutation("F62", "speculative", (Delete((*SP, "rollback_state", 0)),),
+             "speculative.proposal_execution.recurrent[0].cell", "recurrent cell not rolled back"),
+    Mutation("F62", "speculative", (Set((*PE, "recurrent", 0, "output"), "carry"),),
+             "speculative.proposal_execution.recurrent[0].cell", "recurrent ports unlike the alias"),
+    Mutation("F62", "speculative",
+             (Set((*DC, "ports", "draft", "draft_state", "access"), "read_only"),),
+             "speculative.proposal_execution.recurrent[0].cell", "alias not read_write"),
+    # F63: folded carry
+    Mutation("F63", "speculative", (Set((*PE, "folded_carry_output"), "next_carry"),),
+             "speculative.proposal_execution.folded_carry_output", "carry not a proposer output"),
+    Mutation("F63", "speculative", (Set((*SP, "port_bindings", "target_hidden_context"), "draft_state"),),
+             "speculative.port_bindings.target_hidden_context",
+             "hidden context unlike token_embedding_input"),
+    Mutation("F63", "speculative", (Delete((*SP, "port_bindings", "target_hidden_context")),),
+             "speculative.port_bindings.target_hidden_context", "no target_hidden_context"),
+    Mutation("F63", "speculative", (Delete((*PE, "folded_carry_seed")),),
+             "speculative.proposal_execution.folded_carry_seed", "no seed"),
+    Mutation("F63", "speculative", (Set((*PE, "folded_carry_seed", "component"), "draft"),),
+             "speculative.proposal_execution.folded_carry_seed", "seed from the proposer"),
+    Mutation("F63", "speculative", (Set((*PE, "folded_carry_seed", "output"), "hiddens"),),
+             "speculative.proposal_execution.folded_carry_seed", "seed not a target output"),
+    Mutation("F63", "speculative", (Delete((*PE, "token_embedding")),),
+             "speculative.proposal_execution.token_embedding", "no token_embedding"),
+    Mutation("F63", "speculative", (Set((*PE, "token_embedding", "component"), "draft"),),
+             "speculative.proposal_execution.token_embedding.component",
+             "token_embedding not from the target"),
+    Mutation("F63", "speculative", (Set((*PE, "token_embedding", "table"), ""),),
+             "speculative.proposal_execution.token_embedding.table", "empty table"),
+    Mutation("F63", "speculative", (Set((*PE, "token_embedding", "table"), "lm_head"),),
+             "speculative.proposal_execution.token_embedding.table", "table not an initializer"),
+)  # fmt: skip

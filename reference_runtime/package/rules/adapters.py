@@ -30,6 +30,11 @@ SELECTION = {
 }
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def check_adapter_service(ctx: Ctx) -> None:
     adapters = ctx.metadata.adapters
     if adapters is None:
@@ -47,10 +52,10 @@ def check_adapter_service(ctx: Ctx) -> None:
     sel = adapters.selection
     for key, (role, family, rank) in SELECTION.items():
         name = getattr(sel, key)
-        if name is None:
+        if name is None or wf is None:
             continue
         spath = (*path, "selection", key)
-        inp = wf.inputs.get(name) if wf else None
+        inp = wf.inputs.get(name)
         if inp is None:
             ctx.add("G65", spath, f"selection {key} {name!r} is not a workflow input")
             continue
@@ -78,7 +83,8 @@ def check_adapter_service(ctx: Ctx) -> None:
         if c.batch_layout.kind != "request_aligned" or c.request_axis != 0:
             problems.append(f"layout {layout_name(c.batch_layout)} (needs request_aligned axis 0)")
         if not isinstance(inp.role, RuntimeRole) or inp.role.role != role:
-            problems.append(f"role (needs runtime role {role})")
+            actual = inp.role.role if isinstance(inp.role, RuntimeRole) else inp.role.kind
+            problems.append(f"role {actual} (needs runtime role {role})")
         if inp.source.kind not in ("request", "application"):
             problems.append(f"{inp.source.kind} source (needs request or application)")
         for problem in problems:
@@ -91,7 +97,7 @@ def check_adapter_service(ctx: Ctx) -> None:
         if target.id in ids:
             ctx.add("G66", (*tpath, "id"), f"target id {target.id!r} appears twice")
         ids.add(target.id)
-        if target.component not in components:
+        if wf is not None and target.component not in components:
             ctx.add(
                 "G66",
                 (*tpath, "component"),
@@ -137,7 +143,10 @@ def check_adapter_service(ctx: Ctx) -> None:
             if weights.format == "hf_peft":
                 if weights.scale_encoding != "alpha_over_rank":
                     ctx.add(
-                        "G67", (*wpath, "scale_encoding"), "hf_peft weights scale alpha_over_rank"
+                        "G67",
+                        (*wpath, "scale_encoding"),
+                        "hf_peft weights are scaled by alpha / rank: scale_encoding must be "
+                        f"alpha_over_rank, not {weights.scale_encoding}",
                     )
                 if weights.config_location is None:
                     ctx.add(
@@ -148,13 +157,19 @@ def check_adapter_service(ctx: Ctx) -> None:
             if weights.format == "ort_genai":
                 if weights.scale_encoding != "baked":
                     ctx.add(
-                        "G67", (*wpath, "scale_encoding"), "ort_genai weights have baked scales"
+                        "G67",
+                        (*wpath, "scale_encoding"),
+                        "ort_genai weights carry their scale baked in: scale_encoding must be "
+                        f"baked, not {weights.scale_encoding}",
                     )
                 for binding in artifact.bindings:
                     t = targets.get(binding.target)
                     if t is not None and t.graph_inputs is None:
                         ctx.add(
-                            "G67", wpath, f"ort_genai weights need graph_inputs on target {t.id!r}"
+                            "G67",
+                            wpath,
+                            f"ort_genai weights of {alias!r} feed graph inputs, but target "
+                            f"{t.id!r} declares no graph_inputs",
                         )
         bound: set[str] = set()
         for i, binding in enumerate(artifact.bindings):
@@ -235,7 +250,9 @@ def check_preprocessing(ctx: Ctx) -> None:
             if comp and isinstance(comp.implementation, AdapterImplementation)
             else None
         )
-        if abi is None or ADAPTER_ABIS.get(abi) is None or ADAPTER_ABIS[abi].program != kind:
+        if wf is not None and (
+            abi is None or ADAPTER_ABIS.get(abi) is None or ADAPTER_ABIS[abi].program != kind
+        ):
             ctx.add(
                 "G69",
                 (*ppath, "adapter"),
@@ -306,16 +323,21 @@ def check_generation(ctx: Ctx) -> None:
     for field_name, override in gen.overrides.items():
         path = ("generation", "overrides", field_name)
         inp = wf.inputs.get(override.input) if wf else None
-        if (
-            inp is None
-            or not isinstance(inp.source, RequestSource)
-            or not isinstance(inp.role, RuntimeRole)
-        ):
+        problem = None
+        if wf is None:
+            pass  # H74 reports the missing pipeline
+        elif inp is None:
+            problem = "is not a workflow input"
+        elif not isinstance(inp.source, RequestSource):
+            problem = f"has {_a(inp.source.kind)} source"
+        elif not isinstance(inp.role, RuntimeRole):
+            problem = f"has {_a(inp.role.kind)} role"
+        if problem:
             ctx.add(
                 "G70",
                 (*path, "input"),
                 f"override {field_name!r} must name a request-sourced input with a runtime "
-                f"role; {override.input!r} is not one",
+                f"role; {override.input!r} {problem}",
             )
         c = override.constraint
         if (
@@ -327,7 +349,7 @@ def check_generation(ctx: Ctx) -> None:
             ctx.add(
                 "G70",
                 (*path, "constraint"),
-                f"override {field_name!r} has minimum {c.minimum} above maximum {c.maximum}",
+                f"override {field_name!r} has minimum {c.minimum:g} above maximum {c.maximum:g}",
             )
 
 
@@ -346,6 +368,8 @@ def check_profiles(ctx: Ctx) -> None:
                     f"does not know ({', '.join(sorted(ctx.support.profile_kinds))})",
                 )
             continue
+        if wf is None:
+            continue  # H74 reports the missing pipeline
         for key, entry in profile.outputs.items():
             epath = (*path, "outputs", key)
             out = outputs.get(entry.output)
@@ -356,20 +380,34 @@ def check_profiles(ctx: Ctx) -> None:
                     f"profile {name!r} maps {key!r} to {entry.output!r}, which is not a workflow output",
                 )
                 continue
-            if entry.decoding == "tokenizer" and (
-                out.role != "tokens" or md.package is None or md.package.tokenizer is None
-            ):
-                ctx.add(
-                    "G71",
-                    (*epath, "decoding"),
-                    "tokenizer decoding needs a tokens output and a package tokenizer",
-                )
-            if entry.decoding == "wav" and (out.role != "audio" or out.media is None):
-                ctx.add(
-                    "G71",
-                    (*epath, "decoding"),
-                    "wav decoding needs an audio output with a media block",
-                )
+            if entry.decoding == "tokenizer":
+                if out.role != "tokens":
+                    ctx.add(
+                        "G71",
+                        (*epath, "decoding"),
+                        f"tokenizer decoding needs a tokens output; {entry.output!r} has role "
+                        f"{out.role}",
+                    )
+                elif md.package is None or md.package.tokenizer is None:
+                    ctx.add(
+                        "G71",
+                        (*epath, "decoding"),
+                        "tokenizer decoding needs package.tokenizer, which the package does "
+                        "not declare",
+                    )
+            if entry.decoding == "wav":
+                if out.role != "audio":
+                    ctx.add(
+                        "G71",
+                        (*epath, "decoding"),
+                        f"wav decoding needs an audio output; {entry.output!r} has role {out.role}",
+                    )
+                elif out.media is None:
+                    ctx.add(
+                        "G71",
+                        (*epath, "decoding"),
+                        f"wav decoding needs a media block on audio output {entry.output!r}",
+                    )
 
 
 def check_constraint_languages(ctx: Ctx) -> None:
@@ -377,17 +415,24 @@ def check_constraint_languages(ctx: Ctx) -> None:
     if md.package is None:
         return
     wf = ctx.workflow
+    if wf is None:
+        return  # H74 reports the missing pipeline
     for i, lang in enumerate(md.package.constraint_languages):
-        comp = wf.components.get(lang.component) if wf else None
-        if comp is None or not (
-            isinstance(comp.implementation, AdapterImplementation)
-            and comp.implementation.abi == "onnx-genai.grammar-guidance"
-        ):
-            ctx.add(
-                "G79",
-                ("package", "constraint_languages", i, "component"),
-                f"{lang.component!r} is not a grammar-guidance adapter component",
-            )
+        comp = wf.components.get(lang.component)
+        if comp is None:
+            problem = "is not a declared component"
+        elif not isinstance(comp.implementation, AdapterImplementation):
+            problem = f"is {_a(comp.implementation.kind)} component"
+        elif comp.implementation.abi != "onnx-genai.grammar-guidance":
+            problem = f"is {_a(comp.implementation.abi)} adapter"
+        else:
+            continue
+        ctx.add(
+            "G79",
+            ("package", "constraint_languages", i, "component"),
+            f"the {lang.dialect} language names {lang.component!r}, which {problem}; only a "
+            "grammar-guidance adapter component can enforce a constraint language",
+        )
 
 
 def check(ctx: Ctx) -> None:

@@ -4,6 +4,7 @@ what the runtime publishes (FORMAT.md section 9)."""
 from __future__ import annotations
 
 from ...contracts.abis import ADAPTER_ABIS, ADAPTIVE_PROPOSAL_BUDGET
+from ...support import KNOWN_CAPABILITIES
 from ..model import AdapterImplementation, BoundedRecurrence
 from .context import Ctx
 
@@ -57,9 +58,9 @@ def derived_capabilities(ctx: Ctx) -> dict[str, str]:
     for abi in sorted(adapter_abis | contract_ids):
         spec = ADAPTER_ABIS.get(abi)
         if spec is not None and spec.capability and spec.capability not in need:
-            need[spec.capability] = f"a {abi} component"
+            need[spec.capability] = f"a component with ABI or contract {abi}"
     if ADAPTIVE_PROPOSAL_BUDGET in contract_ids:
-        need["adaptive_proposal_budget"] = f"a {ADAPTIVE_PROPOSAL_BUDGET} component"
+        need["adaptive_proposal_budget"] = f"a component with contract {ADAPTIVE_PROPOSAL_BUDGET}"
     return need
 
 
@@ -89,10 +90,14 @@ def check(ctx: Ctx) -> None:
         declared.setdefault(cap, MANIFEST)
     unsupported = [cap for cap in declared if cap not in supported]
     for cap in unsupported:
+        what = (
+            "is not supported by this runtime"
+            if cap in KNOWN_CAPABILITIES
+            else "is not a capability of the format (an unknown extension)"
+        )
         ctx.add(
             "H73",
             declared[cap],
-            f"capability {cap!r} is not supported by this runtime (the package needs "
-            f"{len(unsupported)} unsupported capabilit{'y' if len(unsupported) == 1 else 'ies'}: "
-            f"{', '.join(unsupported)})",
+            f"capability {cap!r} {what}; the package needs {len(unsupported)} unsupported "
+            f"capabilit{'y' if len(unsupported) == 1 else 'ies'}: {', '.join(unsupported)}",
         )

@@ -92,7 +92,8 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "B07",
         "shape-rank-mismatch",
-        "A contract `shape` whose length differs from `rank`.",
+        "A contract `shape` whose length differs from `rank`, or a batch-layout axis at or "
+        "beyond the rank.",
         "Make `shape` list exactly `rank` dimensions (an integer or a symbol name each).",
     ),
     _r(
@@ -167,7 +168,8 @@ RULE_LIST: tuple[Rule, ...] = (
         "C18",
         "adapter-abi-not-pinned",
         "An adapter ABI that the manifest does not pin (`adapter_abis`), pins at another "
-        "version, or that this runtime does not support.",
+        "version, or that this runtime does not support (also a manifest pin of an ABI or "
+        "version the runtime does not support).",
         "Pin `manifest.adapter_abis[abi]` to the component's version and use an ABI the "
         "runtime lists (`reference-runtime capabilities` names them).",
     ),
@@ -203,7 +205,8 @@ RULE_LIST: tuple[Rule, ...] = (
         "C23",
         "bad-row-scope",
         "Row-scoped state on request-aligned ports without `row_scope`, or a `row_scope.axis` "
-        "that is not the request axis of the component's request-aligned ports.",
+        "that is not the request axis of the component's request-aligned ports, or "
+        "`stateful: false` on a component with effects.",
         "Declare `row_scope: {axis: <request axis>, stateful: true}` on stateful row-scoped "
         "components, matching their ports' request axis.",
     ),
@@ -584,7 +587,8 @@ RULE_LIST: tuple[Rule, ...] = (
         "literal-dtype-mismatch",
         "A `default` literal that does not fit its contract: a float for an integer dtype, an "
         "integer for a float dtype, an out-of-range integer, a string, a ragged or wrongly "
-        "sized list, or a rank > 0 literal without `shape`.",
+        "sized list, a rank > 0 literal without `shape`, or a literal-source input without "
+        "`default`.",
         "Write the literal in the contract's dtype (1.0 for floats, 1 for integers, true for "
         "bool) with one value or exactly numel values.",
     ),
@@ -661,7 +665,9 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
 RULES: dict[str, Rule] = {rule.code: rule for rule in (*RULE_LIST, *RUN_RULE_LIST)}
 LOAD_RULES = tuple(rule.code for rule in RULE_LIST)
 
-if len(RULES) != len(RULE_LIST) + len(RUN_RULE_LIST):  # pragma: no cover - guards edits to the table
+if len(RULES) != len(RULE_LIST) + len(
+    RUN_RULE_LIST
+):  # pragma: no cover - guards edits to the table
     raise RuntimeError("duplicate rule code in RULE_LIST")
 
 

@@ -37,7 +37,9 @@ def render(mutations: Iterable) -> str:
     lines.append("| code | name | family |")
     lines.append("|---|---|---|")
     for rule in RULE_LIST:
-        lines.append(f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {FAMILIES[rule.family]} |")
+        lines.append(
+            f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {FAMILIES[rule.family]} |"
+        )
     lines.append("")
     for letter, family in FAMILIES.items():
         lines.append(f"## {letter}. {family}\n")

@@ -61,7 +61,7 @@ def check_adapter(ctx: Ctx, name: str, comp, impl: AdapterImplementation) -> Non
     if contract.id != impl.abi or contract.version != impl.version:
         ctx.add(
             "C20",
-            _cpath(name, "contract", "id"),
+            _cpath(name, "contract", "id" if contract.id != impl.abi else "version"),
             f"adapter {name!r} implements {impl.abi}@{impl.version} but its contract is "
             f"{contract.id}@{contract.version}",
         )
@@ -144,6 +144,13 @@ def check_row_scope(ctx: Ctx, name: str, comp) -> None:
             f"row_scope axis {comp.row_scope.axis} is not the request axis of the ports "
             f"({', '.join(map(str, sorted(axes)))})",
         )
+    if comp.effects and not comp.row_scope.stateful:
+        ctx.add(
+            "C23",
+            _cpath(name, "row_scope", "stateful"),
+            f"component {name!r} keeps state ({', '.join(comp.effects)}) on request-aligned "
+            "ports but its row_scope says `stateful: false`",
+        )
 
 
 def check(ctx: Ctx) -> None:
@@ -189,6 +196,7 @@ def check(ctx: Ctx) -> None:
         check_row_scope(ctx, name, comp)
         check_overlay_target(ctx, name, comp, impl)
 
+    check_manifest_abis(ctx)
     text_assembly = [
         n
         for n, c in wf.components.items()
@@ -202,6 +210,30 @@ def check(ctx: Ctx) -> None:
             f"a package has at most one text-assembly adapter ({text_assembly[0]!r} is the first)",
         )
     check_sequence_role(ctx)
+
+
+def check_manifest_abis(ctx: Ctx) -> None:
+    """C18 on pins no component uses (a used ABI is reported at its component)."""
+    wf = ctx.workflow
+    used = {
+        c.implementation.abi
+        for c in wf.components.values()
+        if isinstance(c.implementation, AdapterImplementation)
+    }
+    for abi, version in wf.manifest.adapter_abis.items():
+        supported = ctx.support.adapter_abis.get(abi)
+        if abi in used or supported == version:
+            continue
+        ctx.add(
+            "C18",
+            ("pipeline", "workflow", "manifest", "adapter_abis", abi),
+            f"the manifest pins adapter ABI {abi}@{version}, which this runtime does not support "
+            + (
+                f"(it implements {abi}@{supported})"
+                if supported
+                else f"(supported: {', '.join(sorted(ctx.support.adapter_abis))})"
+            ),
+        )
 
 
 def check_overlay_target(ctx: Ctx, name: str, comp, impl) -> None:
@@ -222,11 +254,14 @@ def check_overlay_target(ctx: Ctx, name: str, comp, impl) -> None:
     adapters = ctx.metadata.adapters
     targets = adapters.target_manifest.targets if adapters else ()
     if not any(t.id == parameter and t.component == component for t in targets):
+        known = ", ".join(f"{t.component}/{t.id}" for t in targets) or "none"
+        # Point at the component when no target lives in it, else at the parameter.
+        wrong = "parameter" if any(t.component == component for t in targets) else "component"
         ctx.add(
             "C22",
-            (*ppath, "parameter"),
+            (*ppath, wrong),
             f"overlay {name!r} targets {component}/{parameter}, which is not an "
-            "adapters.target_manifest target",
+            f"adapters.target_manifest target (targets: {known})",
         )
 
 

@@ -51,6 +51,8 @@ class VType:
         return None
 
     def describe(self) -> str:
+        if self.rank == 0:
+            return f"{self.dtype or '?'} []"
         dims = (
             "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
             if self.dims is not None

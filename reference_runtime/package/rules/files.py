@@ -5,8 +5,17 @@ Runs before the step rules, which compare invoke ports against the graphs loaded
 
 from __future__ import annotations
 
+import onnx
+
 from ... import dtypes
-from ..artifacts import confine, external_data_locations, load_model, signature
+from ..artifacts import (
+    _node_tensors,
+    _tensors,
+    confine,
+    external_data_locations,
+    load_model,
+    signature,
+)
 from ..model import AdapterImplementation, ArtifactSource, MappedVocabulary, OnnxImplementation
 from .context import Ctx
 
@@ -51,9 +60,50 @@ def check_components(ctx: Ctx) -> None:
                     (*ipath, "artifact"),
                     f"external data of {name!r}: {problem} (relative to the graph's folder)",
                 )
+        problem = _external_data_problem(model, folder)
+        if problem:
+            ctx.add(
+                "C83",
+                (*ipath, "artifact"),
+                f"external data of the graph of {name!r} ({impl.artifact}) cannot be read: "
+                f"{problem}",
+            )
+            continue
         graph = signature(model, resolved)
         ctx.graphs[name] = graph
         check_graph_ports(ctx, name, comp, graph)
+
+
+def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """The tensors of ``model`` whose data lives in an external file (in model order)."""
+    tensors = [*_tensors(model.graph)]
+    for function in model.functions:
+        tensors += _node_tensors(function.node)
+    return [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
+
+
+def _external_data_problem(model, folder) -> str | None:
+    """Why the external data of ``model`` cannot be read (None when it can, or when its file is
+    missing or escapes the package: that is H74)."""
+    for tensor in _external_tensors(model):
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location")
+        resolved, problem = confine(folder, location or "")
+        if problem:
+            continue
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            return f"tensor {tensor.name!r} has a non-integer external data offset or length"
+        size = resolved.stat().st_size
+        end = offset + (length or 0)
+        if offset < 0 or (length is not None and length < 0) or end > size:
+            span = f"bytes {offset}..{end}" if length is not None else f"offset {offset}"
+            return (
+                f"tensor {tensor.name!r} reads {span} of {location!r}, which holds {size} byte(s)"
+            )
+    return None
 
 
 def check_graph_ports(ctx: Ctx, name: str, comp, graph) -> None:
@@ -133,7 +183,7 @@ def check_other_files(ctx: Ctx) -> None:
             if isinstance(inp.source, ArtifactSource):
                 _confined(
                     ctx,
-                    inp.source.path,
+                    inp.source.location,
                     ("pipeline", "workflow", "inputs", name, "source", "path"),
                     f"artifact source of input {name!r}",
                 )

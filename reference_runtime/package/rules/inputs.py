@@ -90,6 +90,7 @@ def check_inputs(ctx: Ctx) -> None:
     base = ("pipeline", "workflow", "inputs")
     for name, inp in wf.inputs.items():
         path = (*base, name)
+        literal = isinstance(inp.source, LiteralSource)
         if isinstance(inp.source, RequestSource) and isinstance(inp.role, OpaqueRole):
             ctx.add(
                 "B10",
@@ -101,7 +102,15 @@ def check_inputs(ctx: Ctx) -> None:
             ctx.add(
                 "B11",
                 (*path, "required"),
-                f"optional input {name!r} has neither a default nor a present_as flag",
+                f"optional input {name!r} has neither a default nor a present_as flag"
+                + (" (a literal takes its value from `default`)" if literal else ""),
+            )
+        elif literal and inp.default is None and inp.present_as is None:
+            ctx.add(
+                "B82",
+                (*path, "default"),
+                f"literal input {name!r} has no default: a literal source takes its value "
+                "from `default`",
             )
         if inp.present_as is not None:
             ppath = (*path, "present_as")
@@ -152,7 +161,7 @@ def check_outputs(ctx: Ctx) -> None:
                     "B14",
                     (*path, "contract"),
                     f"post-adapter audio {name!r} holds the encoded {media.container} bytes: "
-                    "uint8 of rank 1",
+                    f"uint8 of rank 1, not {dtype} of rank {out.contract.rank}",
                 )
             if media.source_sample_rate_hz is not None and media.source_sample_rate_hz <= 0:
                 ctx.add(

@@ -91,14 +91,18 @@ def check_region_effects(ctx: Ctx, spec) -> None:
                 )
                 if not ok:
                     reported.add(effect)
-                    have = "no speculation_safety" if safety is None else safety.kind
-                    if isinstance(safety, RewindableSafety):
-                        have = f"rewindable to depth {safety.max_depth}"
+                    have = (
+                        "declares no speculation_safety"
+                        if safety is None
+                        else f"is rewindable to depth {safety.max_depth}"
+                        if isinstance(safety, RewindableSafety)
+                        else f"is `speculation_safety: {{kind: {safety.kind}}}`"
+                    )
                     ctx.add(
                         "F61",
                         ("pipeline", "workflow", "effects", effect, "speculation_safety"),
                         f"effect {effect!r} is used in the speculative region ({comp_name!r}) "
-                        f"but is {have}; max_proposal_width is {width}",
+                        f"but {have}; max_proposal_width is {width}",
                     )
 
 
@@ -107,18 +111,19 @@ def check_chained(ctx: Ctx, spec, chained: ChainedProposal) -> None:
     path = (*SPEC, "proposal_execution")
     proposer_in = ctx.port_names(spec.proposer, "inputs") or []
     proposer_out = ctx.port_names(spec.proposer, "outputs") or []
-    if chained.token_embedding_input is None or chained.token_embedding_input not in proposer_in:
-        ctx.add(
-            "F62",
-            (*path, "token_embedding_input"),
-            "chained proposals need token_embedding_input: an input port of the proposer",
-        )
-    if chained.logits_output is None or chained.logits_output not in proposer_out:
-        ctx.add(
-            "F62",
-            (*path, "logits_output"),
-            "chained proposals need logits_output: an output port of the proposer",
-        )
+    for key, ports, kind in (
+        ("token_embedding_input", proposer_in, "input"),
+        ("logits_output", proposer_out, "output"),
+    ):
+        port = getattr(chained, key)
+        if port is None or port not in ports:
+            have = "it is missing" if port is None else f"{port!r} is not one"
+            ctx.add(
+                "F62",
+                (*path, key),
+                f"chained proposals need {key}: an {kind} port of the proposer "
+                f"{spec.proposer!r}; {have}",
+            )
     if not chained.recurrent and chained.folded_carry_output is None:
         ctx.add(
             "F62",
@@ -139,20 +144,25 @@ def check_chained(ctx: Ctx, spec, chained: ChainedProposal) -> None:
         if rec.cell not in spec.rollback_state:
             ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} must also be in rollback_state")
         aliases = [
-            group.ports.get(spec.proposer, {}).get(rec.cell) for group in _groups(ctx).values()
+            a
+            for group in _groups(ctx).values()
+            if (a := group.ports.get(spec.proposer, {}).get(rec.cell)) is not None
         ]
         if not any(
-            a is not None
-            and a.access == "read_write"
-            and a.input == rec.input
-            and a.output == rec.output
+            a.access == "read_write" and a.input == rec.input and a.output == rec.output
             for a in aliases
         ):
+            have = (
+                "; it has none"
+                if not aliases
+                else "; it has "
+                + ", ".join(f"{a.access} {a.input!r} -> {a.output!r}" for a in aliases)
+            )
             ctx.add(
                 "F62",
                 rpath,
                 f"recurrent cell {rec.cell!r} needs a read_write alias {rec.input!r} -> "
-                f"{rec.output!r} under serving groups' ports.{spec.proposer}",
+                f"{rec.output!r} under serving groups' ports.{spec.proposer}{have}",
             )
     if chained.folded_carry_output is not None:
         check_folded_carry(ctx, spec, chained, proposer_out)
@@ -165,15 +175,18 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
         ctx.add(
             "F63",
             (*path, "folded_carry_output"),
-            f"folded_carry_output {chained.folded_carry_output!r} is not a proposer output",
+            f"folded_carry_output {chained.folded_carry_output!r} is not an output of the "
+            f"proposer {spec.proposer!r}",
         )
     context = spec.port_bindings.get("target_hidden_context")
-    if context is None or context != chained.token_embedding_input:
+    # A missing token_embedding_input is reported once, as F62.
+    if chained.token_embedding_input is not None and context != chained.token_embedding_input:
         ctx.add(
             "F63",
             (*SPEC, "port_bindings", "target_hidden_context"),
             "a folded carry needs port_bindings.target_hidden_context equal to "
-            "token_embedding_input",
+            f"token_embedding_input {chained.token_embedding_input!r}; it is "
+            + ("missing" if context is None else repr(context)),
         )
     seed = chained.folded_carry_seed
     target_out = ctx.port_names(spec.target, "outputs") or []
@@ -183,7 +196,8 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
         ctx.add(
             "F63",
             (*path, "folded_carry_seed"),
-            f"folded_carry_seed must name an output of the target {spec.target!r}",
+            f"folded_carry_seed must name an output of the target {spec.target!r}; it names "
+            f"output {seed.output!r} of {seed.component!r}",
         )
     emb = chained.token_embedding
     if emb is None:
@@ -194,7 +208,7 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
         ctx.add(
             "F63",
             (*path, "token_embedding", "component"),
-            f"token_embedding must come from the target {spec.target!r}",
+            f"token_embedding must come from the target {spec.target!r}, not {emb.component!r}",
         )
     elif not isinstance(target.implementation, OnnxImplementation):
         ctx.add(
@@ -209,7 +223,8 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
             ctx.add(
                 "F63",
                 (*path, "token_embedding", "table"),
-                f"{emb.table!r} is not an initializer of the target graph",
+                f"token_embedding table {emb.table!r} is not an initializer of the graph of "
+                f"the target {spec.target!r}",
             )
 
 

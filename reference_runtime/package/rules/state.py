@@ -34,8 +34,10 @@ def check_cells(ctx: Ctx) -> None:
             ctx.add(
                 "E45",
                 (*path, "recurrence", "axis"),
-                f"recurrence axis {axis} of cell {name!r} is beyond its rank {cell.contract.rank}",
+                f"recurrence axis {axis} of cell {name!r} must be below its rank "
+                f"{cell.contract.rank}",
             )
+            axis = None  # reported; not compared with the group's sequence_axis (E47)
         # E46: session blocks
         if cell.session is not None:
             s = cell.session
@@ -176,14 +178,16 @@ def check_continuation(ctx: Ctx, name: str, cell) -> None:
         ctx.add(
             "E46",
             (*path, "prompt_input"),
-            f"{cont.prompt_input!r} must name a workflow input whose role is prompt_tokens",
+            f"continuation on {name!r}: prompt_input {cont.prompt_input!r} must name a "
+            "workflow input whose role is prompt_tokens",
         )
     output = wf.outputs.get(cont.tokens_output)
     if output is None or output.role != "tokens":
         ctx.add(
             "E46",
             (*path, "tokens_output"),
-            f"{cont.tokens_output!r} must name a workflow output whose role is tokens",
+            f"continuation on {name!r}: tokens_output {cont.tokens_output!r} must name a "
+            "workflow output whose role is tokens",
         )
     elif (
         dtypes.canonical(output.contract.dtype) != dtypes.canonical(cell.contract.dtype)
@@ -192,7 +196,9 @@ def check_continuation(ctx: Ctx, name: str, cell) -> None:
         ctx.add(
             "E46",
             (*path, "tokens_output"),
-            f"output {cont.tokens_output!r} and cell {name!r} must share dtype and rank",
+            f"continuation on {name!r}: output {cont.tokens_output!r} "
+            f"({VType.of_contract(output.contract).describe()}) and the cell "
+            f"({VType.of_contract(cell.contract).describe()}) must share dtype and rank",
         )
 
 
@@ -282,6 +288,7 @@ def check_groups(ctx: Ctx) -> None:
 
 def check_group_ports(ctx: Ctx, gname: str, group, members: dict) -> None:
     wf = ctx.workflow
+    groups = wf.serving.state_service.groups
     gpath = _group_path(gname, "ports")
     for comp_name, cells in group.ports.items():
         cpath = (*gpath, comp_name)
@@ -296,12 +303,14 @@ def check_group_ports(ctx: Ctx, gname: str, group, members: dict) -> None:
             if cell_name not in wf.state:
                 ctx.add("E52", ppath, f"group {gname!r} binds unknown cell {cell_name!r}")
                 continue
-            if cell_name not in members:
+            owner = wf.state[cell_name].service_group
+            # A cell whose own service_group is undeclared is reported once, as E47.
+            if cell_name not in members and (owner is None or owner in groups):
                 ctx.add(
                     "E52",
                     ppath,
                     f"cell {cell_name!r} is bound in group {gname!r} but belongs to "
-                    f"{wf.state[cell_name].service_group or 'no group'}",
+                    + (f"group {owner!r}" if owner else "no group"),
                 )
             if inputs is not None and port.input not in inputs:
                 ctx.add(
@@ -396,16 +405,20 @@ def check_update(ctx: Ctx, gname: str, group, members: dict) -> None:
             f"indexed_scatter group {gname!r} needs a sequence_axis",
         )
     wi = wf.state.get(update.write_indices)
-    if (
-        wi is None
-        or wi.class_ != "semantic"
-        or wi.contract.rank != 1
-        or (dtypes.canonical(wi.contract.dtype) not in dtypes.INTEGER)
-    ):
+    if wi is None:
+        why = "no state cell has that name"
+    elif wi.class_ != "semantic":
+        why = f"the cell is {wi.class_}"
+    elif wi.contract.rank != 1 or dtypes.canonical(wi.contract.dtype) not in dtypes.INTEGER:
+        why = f"the cell is {VType.of_contract(wi.contract).describe()}"
+    else:
+        why = None
+    if why is not None:
         ctx.add(
             "E55",
             (*upath, "write_indices"),
-            f"write_indices {update.write_indices!r} must name a semantic rank-1 integer cell",
+            f"write_indices {update.write_indices!r} of group {gname!r} must name a semantic "
+            f"rank-1 integer cell; {why}",
         )
     cap = wf.inputs.get(update.capacity) or wf.state.get(update.capacity)
     cap_type = VType.of_contract(cap.contract) if cap is not None else None
@@ -417,13 +430,17 @@ def check_update(ctx: Ctx, gname: str, group, members: dict) -> None:
         ctx.add(
             "E55",
             (*upath, "capacity"),
-            f"capacity {update.capacity!r} must name an integer scalar input or cell",
+            f"capacity {update.capacity!r} of group {gname!r} must name an integer scalar input "
+            "or cell; "
+            + (f"it is {cap_type.describe()}" if cap_type else "no input or cell has that name"),
         )
     for key in ("write_indices_ports", "kv_length_ports"):
         for comp_name, port in getattr(update, key).items():
             if comp_name not in wf.components:
                 ctx.add(
-                    "E55", (*upath, key, comp_name), f"{key} names unknown component {comp_name!r}"
+                    "E55",
+                    (*upath, key, comp_name),
+                    f"{key} of group {gname!r} names unknown component {comp_name!r}",
                 )
                 continue
             inputs = ctx.port_names(comp_name, "inputs")
@@ -431,7 +448,7 @@ def check_update(ctx: Ctx, gname: str, group, members: dict) -> None:
                 ctx.add(
                     "E55",
                     (*upath, key, comp_name),
-                    f"{port!r} is not an input port of {comp_name!r}",
+                    f"{key} of group {gname!r}: {port!r} is not an input port of {comp_name!r}",
                 )
     for comp_name, cells in group.ports.items():
         if comp_name not in update.write_indices_ports:

@@ -111,9 +111,11 @@ class _Walker:
         self.wf = ctx.workflow
         self.flow = Flow(root=Scope())
         self.ever: dict[str, Def] = {}
+        self.later: dict[str, DocPath] = {}  # every definition site of the steps, by name
+        self.carriers: dict[str, DocPath] = {}  # the first loop carrying each cell
         self.loop_stack: list[LoopInfo] = []
+        self.setup_of: list[tuple[DocPath, set[str]]] = []  # loops whose setup is being walked
         self.per_row_outputs: dict[str, DocPath] = {}
-        self.output_layouts: dict[str, tuple[object, DocPath]] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -153,8 +155,23 @@ class _Walker:
                 f"{name!r} is not visible here: it is defined at {where}, in a scope that has ended"
             )
         if name in wf.state:
-            return f"cell {name!r} is not a value here: no enclosing loop carries it"
-        return f"{name!r} is read before it is defined"
+            for loop_path, cells in reversed(self.setup_of):
+                if name in cells:
+                    return (
+                        f"cell {name!r} is not a value in the setup of the loop at "
+                        f"{format_location(loop_path)}: setup runs before the carried cells "
+                        "are bound (read the cell in the body)"
+                    )
+            where = self.carriers.get(name)
+            return f"cell {name!r} is not a value here: no enclosing loop carries it" + (
+                f" (the loop at {format_location(where)} does; its final value is visible "
+                "after that loop)"
+                if where is not None
+                else ""
+            )
+        if name in self.later:
+            return f"{name!r} is read before it is defined (at {format_location(self.later[name])})"
+        return f"{name!r} is not defined anywhere in the workflow"
 
     def _hint(self, scope: Scope, name: str) -> str:
         close = difflib.get_close_matches(name, scope.names(), n=1)
@@ -167,7 +184,9 @@ class _Walker:
             return
         why = mismatch(actual.vtype, expected)
         if why:
-            self.ctx.add(code, path, f"{what}: value {actual.name!r} has {why}")
+            self.ctx.add(
+                code, path, f"{what}: value {actual.name!r} is {actual.vtype.describe()} ({why})"
+            )
 
     # ------------------------------------------------------------------ walk
 
@@ -194,9 +213,34 @@ class _Walker:
             root.defs[name].guard = flag
             root.defs[flag] = Def(flag, BOOL_SCALAR, path, "presence")
             self.ever[flag] = root.defs[flag]
+        self.collect(wf.steps, ("pipeline", "workflow", "steps"))
         self.steps(wf.steps, root, ("pipeline", "workflow", "steps"), frozenset())
         self.finish()
         return self.flow
+
+    def collect(self, steps, path: DocPath) -> None:
+        """Note every name the steps define (to tell a late definition from a missing one)."""
+        for i, step in enumerate(steps):
+            here = (*path, i)
+            if isinstance(step, InvokeStep):
+                for port, value in step.outputs.items():
+                    self.later.setdefault(value, (*here, "outputs", port))
+            elif isinstance(step, LoopStep):
+                self.collect(step.setup, (*here, "setup"))
+                for carry in step.carried:
+                    self.carriers.setdefault(carry.cell, here)
+                if step.iteration is not None:
+                    self.later.setdefault(step.iteration.value, (*here, "iteration", "value"))
+                self.collect(step.steps, (*here, "steps"))
+            elif isinstance(step, BranchStep):
+                for key, arm in step.cases.items():
+                    self.collect(arm, (*here, "cases", key))
+                if step.default is not None:
+                    self.collect(step.default, (*here, "default"))
+                for name in step.outputs:
+                    self.later.setdefault(name, (*here, "outputs", name))
+            elif isinstance(step, SequenceStep):
+                self.collect(step.steps, (*here, "steps"))
 
     def steps(self, steps, scope: Scope, path: DocPath, guards: frozenset) -> None:
         for i, step in enumerate(steps):
@@ -325,7 +369,9 @@ class _Walker:
         if step.carried:
             self.flow.features.add("linear_effects")
         self.loop_stack.append(info)
+        self.setup_of.append((path, {c.cell for c in step.carried}))
         self.steps(step.setup, scope, (*path, "setup"), guards)
+        self.setup_of.pop()
         self.loop_stack.pop()
 
         mi = self.use(scope, step.max_iterations, (*path, "max_iterations"), guards)
@@ -424,11 +470,15 @@ class _Walker:
         for cell_name, cell in carried.items():
             previous = scope.lookup(cell_name)
             if previous is not None:
+                where = format_location(previous.path)
                 ctx.add(
                     "D29",
-                    self.flow.carried[cell_name][-1],
-                    f"carried cell {cell_name!r} clashes with a visible value defined at "
-                    f"{format_location(previous.path)}",
+                    (*self.flow.carried[cell_name][-1], "cell"),
+                    f"cell {cell_name!r} is already carried at {where}, by a loop whose scope "
+                    "reaches this one; a cell is carried by at most one loop per scope"
+                    if previous.origin == "cell"
+                    else f"carried cell {cell_name!r} clashes with a visible value defined at "
+                    f"{where}",
                 )
             body.defs[cell_name] = Def(
                 cell_name,
@@ -542,14 +592,23 @@ class _Walker:
                     f"predicate {step.predicate!r} is {t.describe()}; a branch needs one bool "
                     "or int64 value of shape [] or [1]",
                 )
+        seen_ints: dict[int, str] = {}
         for key in step.cases:
             is_bool_key = key in ("true", "false")
             if pdtype == "bool" and not is_bool_key or pdtype == "int64" and is_bool_key:
                 ctx.add(
                     "D35",
                     (*path, "cases", key),
-                    f"case {key!r} can never match a {pdtype} predicate",
+                    f"case {key!r} can never match the {pdtype} predicate {step.predicate!r}",
                 )
+            elif not is_bool_key and int(key) in seen_ints:
+                ctx.add(
+                    "D35",
+                    (*path, "cases", key),
+                    f"case {key!r} matches the same value as case {seen_ints[int(key)]!r}",
+                )
+            if not is_bool_key:
+                seen_ints.setdefault(int(key), key)
 
         case_scopes: dict[str, Scope] = {}
         case_cells: dict[str, set[str]] = {}
@@ -627,19 +686,28 @@ class _Walker:
                 cell = self.wf.state.get(cell_name)
                 if cell is None or cell.scope != "session":
                     continue
-                exported = any(
-                    (phi.cases.get(key) if key != "default" else phi.default) == cell_name
-                    for phi in step.outputs.values()
+                # The session store keeps the value the cell's own name holds at the end, so
+                # the phi exporting it must be named after the cell.
+                sources = {
+                    out: phi.cases.get(key) if key != "default" else phi.default
+                    for out, phi in step.outputs.items()
+                }
+                if sources.get(cell_name) == cell_name:
+                    continue
+                others = [out for out, src in sources.items() if src == cell_name]
+                arm = (*path, "cases", key) if key != "default" else (*path, "default")
+                ctx.add(
+                    "D37",
+                    arm,
+                    f"case {key!r} updates session cell {cell_name!r} but "
+                    + (
+                        f"exports it only as {others[0]!r}, so the cell's final value is lost"
+                        if others
+                        else "no phi output exports it"
+                    ),
+                    f"Add a phi output named {cell_name!r} whose case {key!r} source is "
+                    f"{cell_name!r}.",
                 )
-                if not exported:
-                    arm = (*path, "cases", key) if key != "default" else (*path, "default")
-                    ctx.add(
-                        "D37",
-                        arm,
-                        f"case {key!r} updates session cell {cell_name!r} but no phi output "
-                        "exports it",
-                        f"Add a phi output whose case {key!r} source is {cell_name!r}.",
-                    )
 
     # ------------------------------------------------------------------ emit
 
@@ -704,6 +772,8 @@ class _Walker:
                         (*path, "value"),
                         f"emit of {value.name!r} into {step.output!r}: the value has {why}",
                     )
+                # Every emit's layout must equal its output's, so emits into one output can
+                # never mix layouts: one check covers both halves of format rule 40.
                 if not same_layout(t.layout, output.contract.batch_layout):
                     ctx.add(
                         "D40",
@@ -711,17 +781,6 @@ class _Walker:
                         f"value {value.name!r} has layout {layout_name(t.layout)} but output "
                         f"{step.output!r} is {layout_name(output.contract.batch_layout)}",
                     )
-                elif t.layout is not None:
-                    seen = self.output_layouts.get(step.output)
-                    if seen is not None and not same_layout(seen[0], t.layout):
-                        ctx.add(
-                            "D40",
-                            (*path, "value"),
-                            f"emits into {step.output!r} mix layouts: "
-                            f"{layout_name(t.layout)} here, {layout_name(seen[0])} at "
-                            f"{format_location(seen[1])}",
-                        )
-                    self.output_layouts.setdefault(step.output, (t.layout, path))
             if (
                 wf.serving is not None
                 and isinstance(t.layout, SharedLayout)
