@@ -26,18 +26,21 @@ def confine(root: Path, relative: str) -> tuple[Path | None, str | None]:
     parts = relative.replace("\\", "/").split("/")
     if ".." in parts:
         return None, f"path {relative!r} contains '..'; artifacts must stay inside the package"
+    if "\x00" in relative:
+        return None, f"path {relative!r} contains a NUL character"
     candidate = root.joinpath(*[p for p in parts if p not in ("", ".")])
     try:
         real_root = root.resolve(strict=True)
         real = candidate.resolve(strict=False)
-    except (OSError, RuntimeError) as exc:  # symlink loops and the like
-        return None, f"path {relative!r} cannot be resolved: {exc}"
-    if real != real_root and real_root not in real.parents:
-        return None, f"path {relative!r} resolves outside the package (through a symlink)"
-    if not real.exists():
-        return None, f"file {relative!r} does not exist in the package"
-    if not real.is_file():
-        return None, f"path {relative!r} is not a regular file"
+        if real != real_root and real_root not in real.parents:
+            return None, f"path {relative!r} resolves outside the package (through a symlink)"
+        if not real.exists():
+            return None, f"file {relative!r} does not exist in the package"
+        if not real.is_file():
+            return None, f"path {relative!r} is not a regular file"
+    except (OSError, RuntimeError) as exc:  # symlink loops, names too long and the like
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return None, f"path {relative!r} cannot be resolved: {reason}"
     return candidate, None
 
 

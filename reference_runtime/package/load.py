@@ -19,7 +19,7 @@ from .model import Metadata
 from .parse import METADATA_NAMES, find_metadata, parse_metadata
 from .rules import run_rules
 from .rules.catalogue import hint_for
-from .rules.context import Ctx, document_order
+from .rules.context import Ctx, DocumentOrder
 from .structure import schema_violations
 
 
@@ -54,8 +54,10 @@ def _check_root(path) -> Path:
 
 
 def _sorted(document: dict | None, violations: list[Violation]) -> list[Violation]:
+    order = DocumentOrder(document) if document else (lambda path: ())
+
     def key(v: Violation):
-        return (document_order(document, v.path) if document else (), v.code, v.message)
+        return (order(v.path), v.code, v.message)
 
     unique = list(dict.fromkeys(violations))
     return sorted(unique, key=key)

@@ -3,7 +3,10 @@
 - YAML is parsed with PyYAML's safe loader, but duplicate mapping keys (which PyYAML keeps
   silently, last one wins) are reported (A76), as are mapping keys that are not strings (A05).
 - Aliases may be used, but a document whose expansion exceeds ``MAX_NODES`` or that refers to
-  itself is refused (A77), so a hostile file cannot make validation hang.
+  itself is refused (A77), so a hostile file cannot make validation hang. So is a document
+  nested deeper than ``MAX_DEPTH`` (later stages walk it recursively) and an integer longer
+  than ``MAX_INT_DIGITS`` digits (Python cannot even print it).
+- Values PyYAML cannot construct (``2001-13-45`` read as a date) are A77 at their line.
 - JSON goes through the standard parser with the same duplicate-key check.
 """
 
@@ -18,8 +21,14 @@ from ..errors import Violation
 from .rules.catalogue import hint_for
 
 METADATA_NAMES = ("inference_metadata.yaml", "inference_metadata.yml", "inference_metadata.json")
-MAX_NODES = 1_000_000
-MAX_DEPTH = 200
+# Structural validation costs ~50 microseconds per expanded node, so this bounds a 300-byte
+# alias bomb to a few seconds; real documents have a few thousand nodes.
+MAX_NODES = 100_000
+# Leaves headroom under Python's recursion limit for the schema validator (several frames per
+# level); real documents are nested about a dozen levels deep.
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 1000
+_INT_LIMIT = 10**MAX_INT_DIGITS
 
 
 def find_metadata(root: Path) -> Path | None:
@@ -44,31 +53,36 @@ class _Unparseable(Exception):
 
 def _check_yaml_tree(root: yaml.Node) -> list[Violation]:
     """Walk the composed node graph: size/cycle limits and duplicate keys."""
-    sizes: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}  # node -> (expanded size, levels below it)
     active: set[int] = set()
     found: list[Violation] = []
 
-    def size(node: yaml.Node, depth: int) -> int:
+    def size(node: yaml.Node, depth: int) -> tuple[int, int]:
         key = id(node)
-        if key in sizes:
-            return sizes[key]
         if key in active:
             raise _Unparseable("the document refers to itself through an alias")
-        if depth > MAX_DEPTH:
+        if key in sizes:
+            total, height = sizes[key]
+        else:
+            active.add(key)
+            children: list[yaml.Node] = []
+            if isinstance(node, yaml.MappingNode):
+                children = [n for pair in node.value for n in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            total, height = 1, 0
+            for child in children:
+                child_total, child_height = size(child, depth + 1)
+                total += child_total
+                height = max(height, child_height + 1)
+            active.discard(key)
+            sizes[key] = total, height
+        # An alias puts a whole subtree at a new depth, so check its deepest level every time.
+        if depth + height > MAX_DEPTH:
             raise _Unparseable(f"the document is nested deeper than {MAX_DEPTH} levels")
-        active.add(key)
-        total = 1
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                total += size(k, depth + 1) + size(v, depth + 1)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                total += size(item, depth + 1)
-        active.discard(key)
-        sizes[key] = total
         if total > MAX_NODES:
             raise _Unparseable(f"the document expands to more than {MAX_NODES} nodes")
-        return total
+        return total, height
 
     size(root, 0)
 
@@ -104,8 +118,52 @@ def _check_yaml_tree(root: yaml.Node) -> list[Violation]:
     return found
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader, with values it cannot construct reported at their line."""
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            text = repr(node.value) if isinstance(node.value, str) else node.tag
+            if len(text) > 40:
+                text = text[:37] + "..."
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read the value {text} ({exc})", node.start_mark
+            ) from None
+
+    def construct_yaml_int(self, node):
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:  # Python's own limit on decimal digits
+            value = _INT_LIMIT
+        if abs(value) >= _INT_LIMIT:
+            raise ValueError(f"integers are limited to {MAX_INT_DIGITS} digits")
+        return value
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        # Refuse deep nesting while composing, before PyYAML's recursion runs out of stack.
+        if self.depth > MAX_DEPTH:
+            line = self.peek_event().start_mark.line + 1
+            raise _Unparseable(
+                f"the document is nested deeper than {MAX_DEPTH} levels (line {line})"
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
 def _parse_yaml(text: str) -> tuple[object, list[Violation]]:
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -134,6 +192,12 @@ def _json_object(pairs):
     return obj
 
 
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Unparseable(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
 def _json_duplicates(data, path=()) -> list[Violation]:
     found: list[Violation] = []
     stack = [(data, path, 0)]
@@ -155,6 +219,13 @@ def _json_duplicates(data, path=()) -> list[Violation]:
 # ------------------------------------------------------------------ common
 
 
+def _key_text(key) -> str:
+    """How a non-string key is written in YAML (``true``, ``null``, ``1.5``)."""
+    if isinstance(key, bool):
+        return str(key).lower()
+    return "null" if key is None else str(key)
+
+
 def _non_string_keys(data) -> list[Violation]:
     found: list[Violation] = []
     stack = [(data, ())]
@@ -171,9 +242,9 @@ def _non_string_keys(data) -> list[Violation]:
                     found.append(
                         _violation(
                             "A05",
-                            (*here, str(key).lower() if isinstance(key, bool) else str(key)),
+                            (*here, _key_text(key)),
                             f"mapping key {key!r} is a {type(key).__name__}, not a string "
-                            f"(quote it: '{str(key).lower() if isinstance(key, bool) else key}')",
+                            f"(quote it: '{_key_text(key)}')",
                         )
                     )
                 else:
@@ -192,7 +263,7 @@ def parse_metadata(path: Path) -> tuple[object | None, list[Violation]]:
         return None, [_violation("A77", (), f"{path.name} is not UTF-8 text ({exc.reason})")]
     try:
         if path.suffix == ".json":
-            data = json.loads(text, object_pairs_hook=_json_object)
+            data = json.loads(text, object_pairs_hook=_json_object, parse_int=_json_int)
             problems = _json_duplicates(data)
         else:
             data, problems = _parse_yaml(text)

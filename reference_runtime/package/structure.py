@@ -136,7 +136,7 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
         return out
     if kw in ("enum", "const"):
         removed = schema.get("x-removed-values", {})
-        if error.instance in removed:
+        if not isinstance(error.instance, dict | list) and error.instance in removed:
             add(
                 "A04",
                 path,
