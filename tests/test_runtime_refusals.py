@@ -1,0 +1,115 @@
+"""Run-time refusals without the shared packages: emits, executors/devices, LoRA selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures import package_path
+from reference_runtime import Engine, ReferenceRuntimeError, RunError
+from tests.kit import app, contract, emit, package, rows
+
+TOKENS = rows("int64", "n")
+
+
+def emit_package(tmp_path):
+    wf = {
+        "inputs": {
+            "value": app(TOKENS),
+            "length": app(contract("int64", "k")),
+            "keep": app(rows("bool")),
+        },
+        "outputs": {"out": out_rows()},
+        "steps": [emit("value", "out", "append", valid_length="length", when="keep")],
+    }
+    return Engine.from_dir(package(tmp_path / "emit", wf, {}))
+
+
+def out_rows():
+    return {"contract": TOKENS, "role": "tokens"}
+
+
+def test_per_row_emit_cuts_and_guards_rows(tmp_path):
+    result = emit_package(tmp_path).run(
+        inputs={"value": [[1, 2, 3], [4, 5, 6]], "length": [2, 3], "keep": [True, False]}
+    )
+    assert result.tokens == [[1, 2], []]
+    assert result.outputs["out"][1] is None
+
+
+@pytest.mark.parametrize(
+    "inputs, words",
+    [
+        ({"length": [4, 1], "keep": [True, True]}, "valid_length 4 of row 0 is outside [0, 3]"),
+        ({"length": [1, 1, 1], "keep": [True, True]}, "valid_length holds 3 values for 2 rows"),
+    ],
+)
+def test_bad_row_controls_are_refused(tmp_path, inputs, words):
+    engine = emit_package(tmp_path)
+    with pytest.raises(RunError) as err:
+        engine.run(inputs={"value": [[1, 2, 3], [4, 5, 6]], **inputs})
+    assert err.value.code == "D85" and words in err.value.message
+
+
+def test_unavailable_device_or_executor_is_refused_not_substituted():
+    with pytest.raises(ReferenceRuntimeError) as err:
+        Engine.from_dir(package_path("lora"), executor="native")
+    assert err.value.code == "H89"
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this machine has CUDA; the refusal is for machines without it")
+    with pytest.raises(ReferenceRuntimeError) as err:
+        Engine.from_dir(package_path("lora"), device="cuda")
+    assert err.value.code == "H89" and "CUDAExecutionProvider" in err.value.message
+
+
+def lora_request(segments, counts, scales, active):
+    return {
+        "activations": np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)[: len(counts)],
+        "request.adapter_segments": segments,
+        "request.adapter_counts": counts,
+        "request.adapter_scales": np.asarray(scales, np.float32),
+        "request.adapter_active": active,
+    }
+
+
+def test_lora_overlay_per_row_from_json_and_safetensors():
+    engine = Engine.from_dir(package_path("lora"))
+    result = engine.run(
+        inputs=lora_request([[0, -1], [1, 0]], [1, 2], [[2.0, 0.0], [1.0, 0.5]], [True, True])
+    )
+    # red (JSON): A=[[1,0]], B=[[1],[2]]; peft (safetensors): A=[[1,-1]], B=[[0.5],[0.25]];
+    # alpha / rank = 1; y = x + sum(scale * B (A x)); the projector graph is an identity.
+    x0, x1 = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    red = lambda x: np.array([1.0, 2.0]) * x[0]  # noqa: E731
+    peft = lambda x: np.array([0.5, 0.25]) * (x[0] - x[1])  # noqa: E731
+    expected = np.stack([x0 + 2.0 * red(x0), x1 + 1.0 * peft(x1) + 0.5 * red(x1)])
+    np.testing.assert_allclose(result.outputs["result"], expected, rtol=1e-6)
+    assert engine.counters["adapter_cache"] == {"loads": 2, "hits": 1, "evictions": 0}
+
+
+def test_inactive_row_and_empty_selection_pass_through():
+    engine = Engine.from_dir(package_path("lora"))
+    result = engine.run(
+        inputs=lora_request([[0, -1], [0, -1]], [1, 0], [[1.0, 0.0], [0.0, 0.0]], [False, True])
+    )
+    np.testing.assert_allclose(result.outputs["result"], [[1.0, 2.0], [3.0, -1.0]])
+    assert engine.counters["adapter_cache"]["loads"] == 0
+
+
+@pytest.mark.parametrize(
+    "segments, counts, scales, words",
+    [
+        ([[0, 0], [1, -1]], [2, 1], [[1, 1], [1, 0]], "selected twice"),
+        ([[7, -1], [1, -1]], [1, 1], [[1, 0], [1, 0]], "not declared"),
+        ([[0, -1], [1, -1]], [1, 1], [[17, 0], [1, 0]], "[-16, 16]"),
+        ([[0, -1], [1, -1]], [3, 1], [[1, 0], [1, 0]], "count 3"),
+    ],
+)
+def test_bad_adapter_selection_is_refused_before_running(segments, counts, scales, words):
+    engine = Engine.from_dir(package_path("lora"))
+    with pytest.raises(RunError) as err:
+        engine.run(inputs=lora_request(segments, counts, scales, [True, True]))
+    assert err.value.code == "G87" and words in err.value.message
+    assert engine.counters["invocations"] == {}
