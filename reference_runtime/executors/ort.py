@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import onnx
 import onnxruntime as ort
 
@@ -68,7 +67,7 @@ class OrtSession:
 
     def run(self, inputs, outputs):
         try:
-            results = self.session.run(list(outputs), dict(inputs))
+            results = self.session.run(outputs, inputs)
         except Exception as exc:
             raise RunError(
                 "C86",
@@ -76,4 +75,4 @@ class OrtSession:
                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
                 hint="The inputs passed every declared contract; check the graph itself.",
             ) from exc
-        return {name: np.asarray(value) for name, value in zip(outputs, results, strict=True)}
+        return dict(zip(outputs, results, strict=True))

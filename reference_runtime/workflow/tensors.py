@@ -96,7 +96,7 @@ class Checker:
             )
         bound = symbols.bound
         for axis, dim in self.axes:
-            if axis in free_axes:
+            if free_axes and axis in free_axes:
                 continue
             extent = shape[axis]
             if dim.__class__ is int:
