@@ -127,6 +127,8 @@ def _run(args) -> int:
         else:
             print(f"{name}: {_array_json(value)['dtype']} {list(np.shape(value))}")
             print(f"  {np.asarray(value).tolist()}")
+    for r, text in enumerate(result.text or []):
+        print(f"text row {r}: {text!r}")
     if result.tokens is not None:
         for r, (tokens, reason) in enumerate(
             zip(result.tokens, result.finish_reasons, strict=False)

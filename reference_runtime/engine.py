@@ -32,6 +32,7 @@ from .package.model import (
     OnnxImplementation,
     SequenceStep,
 )
+from .tokenizer import TextCodec, is_text, no_tokenizer_error, tokenizer_file
 from .workflow.inputs import InputBinder, Request
 from .workflow.interpreter import Interpreter, dynamic_symbols
 
@@ -52,6 +53,7 @@ class RunResult:
     tokens: list[list[int]] | None = None
     finish_reasons: list[str] | None = None
     events: dict = field(default_factory=dict)
+    text: list[str] | None = None  # per row, decoded by the package's tokenizer when it has one
 
 
 class Engine:
@@ -73,6 +75,8 @@ class Engine:
         self._stored: dict[str, dict[str, np.ndarray]] = {}
         self._lock = threading.Lock()
         self.provenance = "authored"
+        path = tokenizer_file(package)
+        self._codec = TextCodec(path) if path is not None else None
 
     # ------------------------------------------------------------------ construction
 
@@ -155,6 +159,10 @@ class Engine:
         stop_on_eos=True,
         session_id=None,
     ) -> RunResult:
+        if is_text(prompt):
+            if self._codec is None:
+                raise no_tokenizer_error()
+            prompt = self._codec.encode(prompt)
         request = Request(
             prompt=prompt,
             inputs=dict(inputs or {}),
@@ -207,7 +215,12 @@ class Engine:
         self._counters.runs += 1
         tokens, reasons = self._tokens(outputs, frame)
         events = {k: list(v) for k, v in frame.outputs.events.items()}
-        return RunResult(outputs=outputs, tokens=tokens, finish_reasons=reasons, events=events)
+        text = (
+            self._codec.decode(tokens) if self._codec is not None and tokens is not None else None
+        )
+        return RunResult(
+            outputs=outputs, tokens=tokens, finish_reasons=reasons, events=events, text=text
+        )
 
     # ------------------------------------------------------------------ tokens
 

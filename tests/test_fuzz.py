@@ -52,6 +52,9 @@ FUZZ = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# Examples that run the whole validator on a real package take ~0.1-0.2 s each; fewer of them
+# keep this file well under a minute on two cores.
+FUZZ_PACKAGES = settings(FUZZ, max_examples=40)
 
 _SCALARS = st.one_of(
     st.none(),
@@ -182,7 +185,7 @@ def workspace(tmp_path_factory):
 
 
 @pytest.mark.parametrize("base", BASES)
-@FUZZ
+@FUZZ_PACKAGES
 @given(data=st.data())
 def test_mutated_packages_load_or_raise_package_error(workspace, base, data):
     root, metadata, document = workspace[base]
@@ -224,7 +227,7 @@ def test_arbitrary_bytes_load_or_raise_package_error(scratch, name, content):
 
 
 @pytest.mark.parametrize("base", ["kv_decoder", "lora"])
-@FUZZ
+@FUZZ_PACKAGES
 @given(data=st.data())
 def test_edited_metadata_text_loads_or_raises_package_error(workspace, base, data):
     """Character-level damage to a real metadata file: cuts, insertions, truncation."""

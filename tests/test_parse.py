@@ -462,3 +462,15 @@ def test_a_list_or_mapping_where_a_vocabulary_word_is_expected_is_a04(tmp_path, 
     violations = validate_package(root)
     assert codes(violations) == ["A04"], violations
     assert violations[0].location == "schema_version"
+
+
+def test_an_unreadable_metadata_file_is_a77(tmp_path, monkeypatch):
+    root = write(tmp_path, "schema_version: v1\n")
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    violations = validate_package(root)
+    assert codes(violations) == ["A77"], violations
+    assert "Permission denied" in violations[0].message

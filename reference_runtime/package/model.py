@@ -810,7 +810,7 @@ class SpecialToken(Node):
 
 @dataclass(frozen=True)
 class Tokenizer(Node):
-    algorithm: Literal["bpe", "wordpiece", "unigram", "sentencepiece", "byte"]
+    algorithm: Literal["bpe", "wordpiece", "wordlevel", "unigram", "sentencepiece", "byte"]
     vocab_size: int = fld(schema={"minimum": 1})
     byte_level: bool = False
     artifacts: tuple[TokenizerArtifact, ...] | None = fld(None, schema={"minItems": 1})

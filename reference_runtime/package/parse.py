@@ -259,6 +259,9 @@ def parse_metadata(path: Path) -> tuple[object | None, list[Violation]]:
     when it could not be parsed at all."""
     try:
         text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return None, [_violation("A77", (), f"{path.name} cannot be read ({reason})")]
     except UnicodeDecodeError as exc:
         return None, [_violation("A77", (), f"{path.name} is not UTF-8 text ({exc.reason})")]
     try:
