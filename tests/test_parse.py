@@ -474,3 +474,25 @@ def test_an_unreadable_metadata_file_is_a77(tmp_path, monkeypatch):
     violations = validate_package(root)
     assert codes(violations) == ["A77"], violations
     assert "Permission denied" in violations[0].message
+
+
+def test_metadata_symlink_leading_outside_is_refused(tmp_path):
+    import os
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    outside = tmp_path / "elsewhere.yaml"
+    (root / "inference_metadata.yaml").rename(outside)
+    os.symlink(outside, root / "inference_metadata.yaml")
+    (violation,) = validate_package(root)
+    assert violation.code == "H74" and "outside the package" in violation.message
+
+
+def test_selection_shape_unlike_rank_is_b07_not_a_crash(tmp_path):
+    root = tmp_path / "lora"
+    shutil.copytree(package_path("lora"), root)
+    metadata = root / "inference_metadata.json"
+    doc = json.loads(metadata.read_text())
+    del doc["pipeline"]["workflow"]["inputs"]["request.adapter_segments"]["contract"]["shape"][0]
+    metadata.write_text(json.dumps(doc))
+    assert {v.code for v in validate_package(root)} == {"B07"}

@@ -74,6 +74,15 @@ def _analyse(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Pack
                 hint_for("H74"),
             )
         ], None
+    if not metadata_path.resolve().is_relative_to(root.resolve()):
+        return [
+            Violation(
+                "H74",
+                (),
+                f"{metadata_path.name} is a symlink to a file outside the package",
+                hint_for("H74"),
+            )
+        ], None
     document, violations = parse_metadata(metadata_path)
     if document is None or any(v.code == "A05" for v in violations):
         return _sorted(document, violations), None

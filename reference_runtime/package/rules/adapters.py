@@ -76,6 +76,7 @@ def check_adapter_service(ctx: Ctx) -> None:
         elif (
             rank == 2
             and c.shape is not None
+            and len(c.shape) == 2  # a shape unlike its rank is B07's to report
             and isinstance(c.shape[1], int)
             and (c.shape[1] != sel.max_adapters)
         ):
