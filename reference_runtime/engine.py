@@ -19,8 +19,9 @@ import numpy as np
 
 from .contracts.adapters import ParameterOverlay, build_adapter_session, select_adapters
 from .counters import Counters
-from .errors import ReferenceRuntimeError, RunError, UsageError
+from .errors import RunError, UsageError
 from .executors.base import BindingCopy
+from .executors.native import NativeExecutor
 from .executors.ort import OrtExecutor
 from .package import Package, load_package
 from .package.model import (
@@ -90,21 +91,19 @@ class Engine:
             raise UsageError(
                 f"unknown device {device!r}", hint=f"Use one of: {', '.join(DEVICES)}."
             )
-        if executor == "native":
-            raise ReferenceRuntimeError(
-                "the native executor is not available in this version of the runtime",
-                code="H89",
-                hint="Use executor='ort'. The runtime never substitutes one executor for another.",
-            )
         package = load_package(Path(path))
         counters = Counters()
-        ort_executor = OrtExecutor(device, counters)
+        onnx_executor = (
+            NativeExecutor(device, counters)
+            if executor == "native"
+            else OrtExecutor(device, counters)
+        )
         sessions: dict = {}
         workflow = package.metadata.workflow
         for name, comp in workflow.components.items():
             impl = comp.implementation
             if isinstance(impl, OnnxImplementation):
-                sessions[name] = ort_executor.load(name, package.root / impl.artifact)
+                sessions[name] = onnx_executor.load(name, package.root / impl.artifact)
             elif isinstance(impl, BindingImplementation):
                 sessions[name] = BindingCopy(name)
             elif isinstance(impl, AdapterImplementation):

@@ -660,6 +660,11 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "GPU or CUDA build). The runtime never falls back to another executor or device.",
        "Install what the message names, or ask for an executor and device that exist.",
        phase="run"),
+    _r("H90", "native-unsupported",
+       "The native executor does not implement an op, opset, dtype or attribute value a "
+       "component uses; the component is refused when the engine loads it, listing each node.",
+       "Run the package with `--executor ort`; the native executor never falls back.",
+       phase="run"),
 )  # fmt: skip
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in (*RULE_LIST, *RUN_RULE_LIST)}

@@ -1,0 +1,3 @@
+"""Native kernels: nn (see the registry module for the kernel conventions)."""
+
+from __future__ import annotations

@@ -1,0 +1,87 @@
+"""The op registry: kernels keyed by (domain, op type, since-version).
+
+A kernel is a plain function ``kernel(node, *inputs)`` returning one array or a tuple of
+arrays, written against the array module ``node.xp`` (numpy or CuPy) so the same definition runs
+on both. Dispatch picks the largest since-version <= the model's opset for the domain, exactly
+like ONNX's own reference evaluator.
+
+```python
+@op("Add", since=(7, 13, 14))
+def add(node, a, b):
+    return a + b
+```
+
+An optional ``check(node)`` runs when the graph is loaded and raises :class:`Unsupported` for
+attribute values the kernel does not implement, so they are refused before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ONNX_DOMAINS = ("", "ai.onnx")
+MS_DOMAIN = "com.microsoft"
+
+
+class Unsupported(Exception):
+    """Raised at load time for an op, version, dtype or attribute the executor lacks."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    domain: str
+    op_type: str
+    since: int
+    fn: Callable
+    check: Callable | None = None
+
+
+_REGISTRY: dict[tuple[str, str], dict[int, Kernel]] = {}
+
+
+def op(op_type: str, since=(1,), domain: str = "", check: Callable | None = None):
+    """Register a kernel for every since-version in ``since`` (one function, several versions
+    whose semantics it covers)."""
+    versions = (since,) if isinstance(since, int) else tuple(since)
+
+    def register(fn):
+        for version in versions:
+            key = (domain, op_type)
+            table = _REGISTRY.setdefault(key, {})
+            if version in table:
+                raise RuntimeError(f"{domain or 'ai.onnx'}::{op_type} v{version} registered twice")
+            table[version] = Kernel(domain, op_type, version, fn, check)
+        return fn
+
+    return register
+
+
+def lookup(domain: str, op_type: str, opset: int) -> Kernel:
+    domain = "" if domain in ONNX_DOMAINS else domain
+    table = _REGISTRY.get((domain, op_type))
+    if not table:
+        raise Unsupported(f"op {domain or 'ai.onnx'}::{op_type} is not implemented")
+    usable = [v for v in table if v <= opset]
+    if not usable:
+        raise Unsupported(
+            f"op {domain or 'ai.onnx'}::{op_type} is implemented from opset "
+            f"{min(table)}, the model imports opset {opset}"
+        )
+    return table[max(usable)]
+
+
+def implemented() -> dict[tuple[str, str], list[int]]:
+    """(domain, op type) -> registered since-versions (for reports and tests)."""
+    _load_kernels()
+    return {key: sorted(table) for key, table in sorted(_REGISTRY.items())}
+
+
+_LOADED = False
+
+
+def _load_kernels() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from . import ops  # noqa: F401  (registers every kernel module)

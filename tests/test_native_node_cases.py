@@ -1,0 +1,57 @@
+"""The native executor against the ONNX backend node cases: every case whose op types it
+implements must pass (or be listed, with a reason, in native_node_exclusions.yaml)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reference_runtime.executors.native.graph import plan_model
+from tests.native_node_cases import MIN_CORPUS, applicable, corpus, exclusions
+
+CASES = applicable()
+
+
+def test_the_node_corpus_did_not_collapse():
+    assert len(corpus()) >= MIN_CORPUS, "the onnx node-test corpus is (nearly) empty"
+
+
+def test_every_exclusion_names_a_running_case_and_gives_a_reason():
+    names = {c.name for c in CASES}
+    for name, reason in exclusions().items():
+        assert name in names, f"exclusion {name!r} matches no case that runs"
+        assert isinstance(reason, str) and len(reason) > 10, f"exclusion {name!r} needs a reason"
+
+
+def run_case(case):
+    plan, problems = plan_model(case.model, np)
+    if problems:
+        reasons = "; ".join(f"{p.node}: {p.reason}" for p in problems)
+        raise AssertionError(f"refused: {reasons}")
+    for inputs, expected in case.data_sets:
+        feeds = dict(zip(plan.inputs, inputs, strict=False))
+        got = plan.run(feeds)
+        for name, want in zip(plan.outputs, expected, strict=True):
+            have = got[name]
+            assert have.dtype == want.dtype, f"{name}: dtype {have.dtype}, expected {want.dtype}"
+            assert have.shape == want.shape, f"{name}: shape {have.shape}, expected {want.shape}"
+            if want.dtype.kind in "fc":
+                np.testing.assert_allclose(
+                    have.astype(np.float64), want.astype(np.float64),
+                    rtol=case.rtol, atol=case.atol, equal_nan=True, err_msg=name,
+                )  # fmt: skip
+            else:
+                np.testing.assert_array_equal(have, want, err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_node_case(case):
+    reason = exclusions().get(case.name)
+    if reason is None:
+        run_case(case)
+        return
+    try:
+        run_case(case)
+    except AssertionError:
+        pytest.xfail(reason)
+    pytest.fail(f"{case.name} is excluded ({reason}) but passes: remove the exclusion")
