@@ -1,0 +1,138 @@
+"""The runner protocol: what a runtime under test implements (protocol version 1).
+
+A runtime is anything with these methods (see docs/conformance.md for the JSON-lines form):
+
+- ``describe() -> dict``: ``{"name", "version", "features": [...]}``; ``features`` is the set of
+  case features the runtime supports (``FEATURES`` below); cases needing others are reported
+  as not applicable, never as passes.
+- ``load(package_dir) -> handle``: load a package, or raise :class:`Refused` (stage "load").
+- ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run").
+  ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name -> array),
+  ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result holds
+  ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
+  ``finish_reasons`` (per row, or null).
+- ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
+- ``close(handle)``: forget a loaded package.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Protocol
+
+import ml_dtypes
+import numpy as np
+
+PROTOCOL_VERSION = 1
+
+# Case features: a runtime declares which it supports.
+FEATURES = (
+    "load",  # loading and refusing packages
+    "invoke",
+    "sequence",
+    "loop",
+    "branch",
+    "emit",
+    "per_row_emit",
+    "event_emit",
+    "session_state",
+    "service_groups",
+    "indexed_scatter",
+    "adapters",
+    "grammar_guidance",
+    "telemetry",
+    "preprocessing",
+    "speculative",
+)
+
+
+class Refused(Exception):
+    """The runtime refused a package (stage "load") or a request (stage "run")."""
+
+    def __init__(self, stage: str, message: str, code: str | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+        self.code = code
+
+
+class Runtime(Protocol):
+    def describe(self) -> dict: ...
+    def load(self, package_dir: str): ...
+    def run(self, handle, request: dict) -> dict: ...
+    def create_session(self, handle) -> str: ...
+    def reset_session(self, handle, sid: str) -> None: ...
+    def close_session(self, handle, sid: str) -> None: ...
+    def close(self, handle) -> None: ...
+
+
+# ------------------------------------------------------------------ arrays on the wire
+
+_DTYPES = {
+    "float32": np.float32, "float16": np.float16, "float64": np.float64,
+    "bfloat16": ml_dtypes.bfloat16, "int64": np.int64, "int32": np.int32, "int16": np.int16,
+    "int8": np.int8, "uint64": np.uint64, "uint32": np.uint32, "uint16": np.uint16,
+    "uint8": np.uint8, "bool": np.bool_,
+}  # fmt: skip
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
+
+
+def encode_array(array) -> dict:
+    """``{"dtype", "shape", "base64"}``: little-endian row-major bytes, exact for every dtype."""
+    array = np.ascontiguousarray(np.asarray(array))
+    name = _NAMES.get(array.dtype)
+    if name is None:
+        raise TypeError(f"arrays of dtype {array.dtype} have no wire encoding")
+    data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+    return {"dtype": name, "shape": list(array.shape), "base64": base64.b64encode(data).decode()}
+
+
+def decode_array(obj: dict) -> np.ndarray:
+    dtype = np.dtype(_DTYPES[obj["dtype"]]).newbyteorder("<")
+    data = base64.b64decode(obj["base64"])
+    return np.frombuffer(data, dtype=dtype).reshape(obj["shape"]).astype(dtype.newbyteorder("="))
+
+
+def encode_value(value):
+    """An output: an array, or a per-row list of arrays / None."""
+    if isinstance(value, list):
+        return {"rows": [None if row is None else encode_array(row) for row in value]}
+    return encode_array(value)
+
+
+def decode_value(obj):
+    if "rows" in obj:
+        return [None if row is None else decode_array(row) for row in obj["rows"]]
+    return decode_array(obj)
+
+
+def encode_request(request: dict) -> dict:
+    out = dict(request)
+    out["inputs"] = {k: encode_array(v) for k, v in (request.get("inputs") or {}).items()}
+    return out
+
+
+def decode_request(obj: dict) -> dict:
+    out = dict(obj)
+    out["inputs"] = {k: decode_array(v) for k, v in (obj.get("inputs") or {}).items()}
+    return out
+
+
+def encode_result(result: dict) -> dict:
+    out = dict(result)
+    out["outputs"] = {k: encode_value(v) for k, v in result["outputs"].items()}
+    return out
+
+
+def decode_result(obj: dict) -> dict:
+    out = dict(obj)
+    out["outputs"] = {k: decode_value(v) for k, v in obj["outputs"].items()}
+    return out
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """How ``--runtime`` named the runtime (for reports)."""
+
+    text: str

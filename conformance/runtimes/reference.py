@@ -1,0 +1,69 @@
+"""The reference runtime, in process, behind the runner protocol."""
+
+from __future__ import annotations
+
+import onnx
+import onnxruntime
+
+import reference_runtime
+from reference_runtime import Engine, PackageError, ReferenceRuntimeError, UsageError
+
+from ..protocol import FEATURES, Refused
+
+
+class ReferenceRuntime:
+    def __init__(self, executor: str = "ort", device: str = "cpu"):
+        self.executor = executor
+        self.device = device
+
+    def describe(self) -> dict:
+        return {
+            "name": f"reference:{self.executor}",
+            "version": getattr(reference_runtime, "__version__", "0.1.0"),
+            "features": list(FEATURES),
+            "versions": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        }
+
+    def load(self, package_dir: str):
+        try:
+            return Engine.from_dir(package_dir, executor=self.executor, device=self.device)
+        except PackageError as exc:
+            raise Refused("load", str(exc), ",".join(exc.codes)) from exc
+        except (ReferenceRuntimeError, UsageError) as exc:
+            raise Refused("load", exc.message, exc.code) from exc
+
+    def run(self, handle: Engine, request: dict) -> dict:
+        try:
+            result = handle.run(
+                prompt=request.get("prompt"),
+                inputs=request.get("inputs") or {},
+                max_new_tokens=request.get("max_new_tokens"),
+                seed=request.get("seed"),
+                greedy=request.get("greedy", True),
+                stop_on_eos=request.get("stop_on_eos", True),
+                session_id=request.get("session_id"),
+            )
+        except ReferenceRuntimeError as exc:
+            raise Refused("run", exc.message, exc.code) from exc
+        return {
+            "outputs": result.outputs,
+            "tokens": result.tokens,
+            "finish_reasons": result.finish_reasons,
+        }
+
+    def create_session(self, handle: Engine) -> str:
+        return handle.create_session()
+
+    def reset_session(self, handle: Engine, sid: str) -> None:
+        handle.reset_session(sid)
+
+    def close_session(self, handle: Engine, sid: str) -> None:
+        handle.close_session(sid)
+
+    def close(self, handle) -> None:
+        return None
+
+
+def factory() -> ReferenceRuntime:
+    """``--runtime python:conformance.runtimes.reference:factory``."""
+    return ReferenceRuntime()
