@@ -4,6 +4,7 @@ op types the native executor implements. Shared by the test and tools/native_nod
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from pathlib import Path
 
@@ -44,10 +45,28 @@ def op_types(model) -> set[tuple[str, str]]:
     return found
 
 
+def as_array(value):
+    """A node case's datum as an array (cases store arrays, numpy scalars or TensorProtos);
+    None for sequences, maps and optionals, which the native executor does not take."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return None
+
+
+def data_sets(case) -> list[tuple[list, list]]:
+    return [([as_array(v) for v in inputs], [as_array(v) for v in outputs])
+            for inputs, outputs in case.data_sets]  # fmt: skip
+
+
 def tensors_only(case) -> bool:
-    return all(
-        isinstance(v, np.ndarray) for inputs, outputs in case.data_sets for v in (*inputs, *outputs)
-    )
+    return all(v is not None for inputs, outputs in data_sets(case) for v in (*inputs, *outputs))
 
 
 @functools.cache
@@ -58,5 +77,22 @@ def applicable() -> list:
 
 
 @functools.cache
-def exclusions() -> dict[str, str]:
+def _exclusions() -> dict:
     return yaml.safe_load(EXCLUSIONS_PATH.read_text()) or {}
+
+
+def refused_patterns() -> dict[str, str]:
+    """Pattern -> reason: cases refused at load by design."""
+    return _exclusions().get("refused") or {}
+
+
+def exclusions() -> dict[str, str]:
+    """Case name -> reason: cases that fail for a stated reason."""
+    return _exclusions().get("failing") or {}
+
+
+def refusal_reason(name: str) -> str | None:
+    for pattern, reason in refused_patterns().items():
+        if re.fullmatch(pattern, name):
+            return reason
+    return None

@@ -3,11 +3,21 @@ implements must pass (or be listed, with a reason, in native_node_exclusions.yam
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from reference_runtime.executors.native.graph import plan_model
-from tests.native_node_cases import MIN_CORPUS, applicable, corpus, exclusions
+from tests.native_node_cases import (
+    MIN_CORPUS,
+    applicable,
+    corpus,
+    data_sets,
+    exclusions,
+    refusal_reason,
+    refused_patterns,
+)
 
 CASES = applicable()
 
@@ -21,6 +31,9 @@ def test_every_exclusion_names_a_running_case_and_gives_a_reason():
     for name, reason in exclusions().items():
         assert name in names, f"exclusion {name!r} matches no case that runs"
         assert isinstance(reason, str) and len(reason) > 10, f"exclusion {name!r} needs a reason"
+    for pattern, reason in refused_patterns().items():
+        assert any(re.fullmatch(pattern, n) for n in names), f"{pattern!r} matches no case"
+        assert isinstance(reason, str) and len(reason) > 10, f"{pattern!r} needs a reason"
 
 
 def run_case(case):
@@ -28,7 +41,7 @@ def run_case(case):
     if problems:
         reasons = "; ".join(f"{p.node}: {p.reason}" for p in problems)
         raise AssertionError(f"refused: {reasons}")
-    for inputs, expected in case.data_sets:
+    for inputs, expected in data_sets(case):
         feeds = dict(zip(plan.inputs, inputs, strict=False))
         got = plan.run(feeds)
         for name, want in zip(plan.outputs, expected, strict=True):
@@ -46,6 +59,10 @@ def run_case(case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_node_case(case):
+    if refusal_reason(case.name) is not None:
+        _, problems = plan_model(case.model, np)
+        assert problems, f"{case.name} should be refused at load ({refusal_reason(case.name)})"
+        return
     reason = exclusions().get(case.name)
     if reason is None:
         run_case(case)
