@@ -36,7 +36,7 @@ def _speculative(rows):
 def _selection():
     return {
         "activations": np.array([[1.0, 2.0], [3.0, 4.0]], np.float32),
-        "request.adapter_segments": np.array([[0, -1], [1, 3]]),
+        "request.adapter_segments": np.array([[0, -1], [1, 0]]),
         "request.adapter_counts": np.array([1, 2]),
         "request.adapter_scales": np.array([[1.0, 0.0], [0.5, 1.0]], np.float32),
         "request.active": np.array([True, True]),
