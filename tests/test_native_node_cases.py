@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -48,7 +49,7 @@ def run_case(case):
             have = got[name]
             assert have.dtype == want.dtype, f"{name}: dtype {have.dtype}, expected {want.dtype}"
             assert have.shape == want.shape, f"{name}: shape {have.shape}, expected {want.shape}"
-            if want.dtype.kind in "fc":
+            if want.dtype.kind in "fc" or want.dtype == ml_dtypes.bfloat16:
                 np.testing.assert_allclose(
                     have.astype(np.float64), want.astype(np.float64),
                     rtol=case.rtol, atol=case.atol, equal_nan=True, err_msg=name,
@@ -72,3 +73,110 @@ def test_node_case(case):
     except AssertionError:
         pytest.xfail(reason)
     pytest.fail(f"{case.name} is excluded ({reason}) but passes: remove the exclusion")
+
+
+REQUIRED = [
+    "Add",
+    "And",
+    "ArgMax",
+    "Attention",
+    "BitShift",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Cast",
+    "CastLike",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Cos",
+    "CumSum",
+    "Div",
+    "Equal",
+    "Expand",
+    "Gather",
+    "GatherElements",
+    "Greater",
+    "GreaterOrEqual",
+    "Identity",
+    "IsInf",
+    "IsNaN",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "MatMul",
+    "Max",
+    "Min",
+    "Mod",
+    "Mul",
+    "Neg",
+    "Not",
+    "OneHot",
+    "Or",
+    "Pad",
+    "RMSNormalization",
+    "Range",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "Reshape",
+    "RotaryEmbedding",
+    "ScatterElements",
+    "ScatterND",
+    "Shape",
+    "Sin",
+    "Slice",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Swish",
+    "Tanh",
+    "Tile",
+    "TopK",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "ArgMin",
+    "Gemm",
+    "Erf",
+    "Gelu",
+    "Relu",
+    "Sigmoid",
+    "Exp",
+    "Pow",
+    "Reciprocal",
+    "LayerNormalization",
+    "Split",
+    "Trilu",
+    "Flatten",
+    "Sum",
+    "Mean",
+    "If",
+    "Loop",
+    "Scan",
+]
+REQUIRED_MS = [
+    "GroupQueryAttention",
+    "MatMulNBits",
+    "RotaryEmbedding",
+    "SkipSimplifiedLayerNormalization",
+    "SkipLayerNormalization",
+]
+
+
+def test_every_required_op_has_a_kernel():
+    from reference_runtime.executors.native.registry import implemented
+
+    have = set(implemented())
+    missing = [op for op in REQUIRED if ("", op) not in have]
+    missing += [f"com.microsoft::{op}" for op in REQUIRED_MS if ("com.microsoft", op) not in have]
+    assert ("", "SimplifiedLayerNormalization") in have
+    assert not missing, missing
+
+
+def test_enough_node_cases_run():
+    # A tripwire: the applicable set only grows as kernels are added (1332 with onnx 1.23).
+    assert len(CASES) >= 1300, f"only {len(CASES)} node cases apply to the native executor"

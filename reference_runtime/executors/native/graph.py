@@ -208,6 +208,13 @@ class Plan:
     # ------------------------------------------------------------------ running
 
     def run(self, feeds: dict, outer=None) -> dict:
+        if outer is None and self.ctx.xp is np:
+            # ONNX defines IEEE results (log(0) = -inf, 0/0 = NaN): they are not warnings here.
+            with np.errstate(all="ignore"):
+                return self._run(feeds, outer)
+        return self._run(feeds, outer)
+
+    def _run(self, feeds: dict, outer=None) -> dict:
         env: dict = dict(self.initializers)
         env.update(feeds)
         scope = ChainMap(env, outer) if outer is not None else env
@@ -316,6 +323,3 @@ def plan_model(model: onnx.ModelProto, xp, cuda: bool = False) -> tuple[Plan, li
             )
     plan = Plan(model.graph, ctx)
     return plan, ctx.problems
-
-
-__all__ = ["NodeView", "Plan", "plan_model", "np"]

@@ -1,3 +1,199 @@
-"""Native kernels: reduce (see the registry module for the kernel conventions)."""
+"""Native kernels: reduce (see the registry module for the kernel conventions).
+
+Every Reduce* op is ``post(reduce(pre(x), axes))``. Axes come from the ``axes`` attribute
+(older opsets) or the optional ``axes`` input (ReduceSum from 13, the others from 18). Empty
+axes mean "all axes", unless ``noop_with_empty_axes`` is set: then nothing is reduced and only
+the elementwise steps run (ReduceSumSquare squares, ReduceLogSum takes the log, ...).
+
+float16 and bfloat16 are accumulated in float32 and cast back to the input dtype.
+"""
 
 from __future__ import annotations
+
+from ..registry import op
+
+
+def _low_precision(dtype) -> bool:
+    return (dtype.kind == "f" and dtype.itemsize == 2) or dtype.name == "bfloat16"
+
+
+def _work(node, x):
+    """The array to compute with: float16/bfloat16 widened to float32."""
+    return x.astype(node.xp.float32) if _low_precision(x.dtype) else x
+
+
+def _axes(node, x, axes_input):
+    """The axes to reduce as a tuple: ``()`` means no reduction at all."""
+    if axes_input is not None:
+        axes = [int(a) for a in node.xp.asarray(axes_input).reshape(-1).tolist()]
+    else:
+        axes = list(node.attr("axes", []) or [])
+    if not axes:
+        return () if node.attr("noop_with_empty_axes", 0) else tuple(range(x.ndim))
+    return tuple(sorted({a + x.ndim if a < 0 else a for a in axes}))
+
+
+def _keepdims(node) -> bool:
+    return bool(node.attr("keepdims", 1))
+
+
+def _empty(node, x, axes, value):
+    """The result of reducing an empty set: ``value`` everywhere, in the right shape."""
+    keep = _keepdims(node)
+    shape = tuple((1 if keep else None) if i in axes else n for i, n in enumerate(x.shape))
+    return node.xp.full(tuple(n for n in shape if n is not None), value, dtype=x.dtype)
+
+
+def _squeeze(node, y, axes):
+    return y if _keepdims(node) or not axes else node.xp.squeeze(y, axis=axes)
+
+
+def _sum(node, x, axes):
+    """Sum over ``axes`` keeping dims, in ``x``'s dtype (no int promotion)."""
+    return node.xp.sum(x, axis=axes, keepdims=True, dtype=x.dtype)
+
+
+def _finish(node, y, axes, dtype):
+    return _squeeze(node, y, axes).astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------ the reductions
+
+V_SUM = (1, 11, 13)
+V18 = (1, 11, 13, 18)
+V_MAXMIN = (1, 11, 12, 13, 18, 20)
+V_LOG = (1, 11, 13, 18)  # 28 only narrows the types
+
+
+@op("ReduceSum", since=V_SUM)
+def reduce_sum(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    if not axes:
+        return data
+    return _finish(node, _sum(node, _work(node, data), axes), axes, data.dtype)
+
+
+@op("ReduceSumSquare", since=V18)
+def reduce_sum_square(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    x = _work(node, data)
+    x = x * x
+    if not axes:
+        return x.astype(data.dtype, copy=False)
+    return _finish(node, _sum(node, x, axes), axes, data.dtype)
+
+
+@op("ReduceL1", since=V18)
+def reduce_l1(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    x = node.xp.abs(_work(node, data))
+    if not axes:
+        return x.astype(data.dtype, copy=False)
+    return _finish(node, _sum(node, x, axes), axes, data.dtype)
+
+
+@op("ReduceL2", since=V18)
+def reduce_l2(node, data, axes=None):
+    xp = node.xp
+    axes = _axes(node, data, axes)
+    x = _work(node, data)
+    if data.dtype.kind in "iu":  # sqrt of an integer sum, truncated back to the int type
+        x = x.astype(xp.float64)
+    x = x * x
+    y = _sum(node, x, axes) if axes else x
+    return _finish(node, xp.sqrt(y), axes, data.dtype)
+
+
+@op("ReduceMean", since=V18)
+def reduce_mean(node, data, axes=None):
+    xp = node.xp
+    axes = _axes(node, data, axes)
+    if not axes:
+        return data
+    x = _work(node, data)
+    if data.dtype.kind in "iub":
+        x = x.astype(xp.float64)  # integer mean, truncated back to the int type
+    count = 1
+    for a in axes:
+        count *= data.shape[a]
+    if count == 0:
+        return _empty(node, data, axes, float("nan"))
+    return _finish(node, _sum(node, x, axes) / x.dtype.type(count), axes, data.dtype)
+
+
+@op("ReduceProd", since=V18)
+def reduce_prod(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    if not axes:
+        return data
+    x = _work(node, data)
+    y = node.xp.prod(x, axis=axes, keepdims=True, dtype=x.dtype)
+    return _finish(node, y, axes, data.dtype)
+
+
+def _lowest(node, dtype):
+    xp = node.xp
+    if dtype.kind == "b":
+        return False
+    if dtype.kind in "iu":
+        return xp.iinfo(dtype).min
+    return float("-inf")
+
+
+def _highest(node, dtype):
+    xp = node.xp
+    if dtype.kind == "b":
+        return True
+    if dtype.kind in "iu":
+        return xp.iinfo(dtype).max
+    return float("inf")
+
+
+@op("ReduceMax", since=V_MAXMIN)
+def reduce_max(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    if not axes:
+        return data
+    if data.size == 0:
+        return _empty(node, data, axes, _lowest(node, data.dtype))
+    y = node.xp.max(_work(node, data), axis=axes, keepdims=True)
+    return _finish(node, y, axes, data.dtype)
+
+
+@op("ReduceMin", since=V_MAXMIN)
+def reduce_min(node, data, axes=None):
+    axes = _axes(node, data, axes)
+    if not axes:
+        return data
+    if data.size == 0:
+        return _empty(node, data, axes, _highest(node, data.dtype))
+    y = node.xp.min(_work(node, data), axis=axes, keepdims=True)
+    return _finish(node, y, axes, data.dtype)
+
+
+@op("ReduceLogSum", since=V_LOG)
+def reduce_log_sum(node, data, axes=None):
+    xp = node.xp
+    axes = _axes(node, data, axes)
+    if data.size == 0:
+        return _empty(node, data, axes, float("-inf"))
+    x = _work(node, data)
+    y = _sum(node, x, axes) if axes else x
+    return _finish(node, xp.log(y), axes, data.dtype)
+
+
+@op("ReduceLogSumExp", since=V_LOG)
+def reduce_log_sum_exp(node, data, axes=None):
+    xp = node.xp
+    axes = _axes(node, data, axes)
+    if data.size == 0:
+        return _empty(node, data, axes, float("-inf"))
+    x = _work(node, data)
+    if not axes:
+        return xp.log(xp.exp(x)).astype(data.dtype, copy=False)
+    # Shift by the largest finite value so exp cannot overflow.
+    finite = xp.where(xp.isfinite(x), x, x.dtype.type(-xp.inf))
+    top = xp.max(finite, axis=axes, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, x.dtype.type(0))
+    y = xp.log(_sum(node, xp.exp(x - top), axes)) + top
+    return _finish(node, y, axes, data.dtype)
