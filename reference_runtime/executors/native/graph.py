@@ -23,6 +23,12 @@ from ...errors import RunError
 from . import dtypes
 from .registry import Kernel, Unsupported, _load_kernels, lookup
 
+# Ops whose result is not a function of their inputs: never folded.
+NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+     "Bernoulli", "Dropout"}
+)  # fmt: skip
+
 
 @dataclass
 class Problem:
@@ -135,6 +141,8 @@ class Plan:
             for sub in planned.view.subgraphs.values():
                 for plan in sub if isinstance(sub, list) else [sub]:
                     self.outer_refs |= {n for n in plan.outer_refs if n not in local}
+        if not ctx.problems:
+            self._fold_constants()
         self._plan_freeing()
 
     def _constant(self, tensor: onnx.TensorProto):
@@ -220,39 +228,71 @@ class Plan:
         scope = ChainMap(env, outer) if outer is not None else env
         for node in self.nodes:
             args = [scope[name] if name else None for name in node.inputs]
-            view = node.view
-            if view.subgraphs:
-                view.env = scope
-            if node.function is not None:
-                results = node.function.run_positional(args)
-            else:
-                try:
-                    results = node.kernel.fn(view, *args)
-                except RunError:
-                    raise
-                except Exception as exc:
-                    raise RunError(
-                        "C86",
-                        f"native kernel {view.op_type} (node {view.name!r}) failed: "
-                        f"{type(exc).__name__}: {exc}",
-                        hint="Run the component with --executor ort to compare.",
-                    ) from exc
-            if not isinstance(results, tuple | list):
-                results = (results,)
-            for name, value, want in zip(node.outputs, results, node.expected, strict=False):
-                if not name:
-                    continue
-                if want is not None and value.dtype != want:
-                    raise RunError(
-                        "C86",
-                        f"native kernel {view.op_type} (node {view.name!r}) produced {value.dtype} "
-                        f"for {name!r} where the graph says {want}",
-                        hint="This is a bug in the native kernel; run with --executor ort.",
-                    )
-                env[name] = value
+            for name, value in zip(node.outputs, self._call(node, args, scope), strict=False):
+                if name:
+                    env[name] = value
             for name in node.free:
                 env.pop(name, None)
         return {name: scope[name] for name in self.outputs}
+
+    @staticmethod
+    def _call(node: PlannedNode, args: list, scope) -> tuple:
+        """Run one node and check each output's dtype against the graph's."""
+        view = node.view
+        if view.subgraphs:
+            view.env = scope
+        if node.function is not None:
+            results = node.function.run_positional(args)
+        else:
+            try:
+                results = node.kernel.fn(view, *args)
+            except RunError:
+                raise
+            except Exception as exc:
+                raise RunError(
+                    "C86",
+                    f"native kernel {view.op_type} (node {view.name!r}) failed: "
+                    f"{type(exc).__name__}: {exc}",
+                    hint="Run the component with --executor ort to compare.",
+                ) from exc
+        if not isinstance(results, tuple | list):
+            results = (results,)
+        for name, value, want in zip(node.outputs, results, node.expected, strict=False):
+            if name and want is not None and value.dtype != want:
+                raise RunError(
+                    "C86",
+                    f"native kernel {view.op_type} (node {view.name!r}) produced {value.dtype} "
+                    f"for {name!r} where the graph says {want}",
+                    hint="This is a bug in the native kernel; run with --executor ort.",
+                )
+        return results
+
+    def _fold_constants(self) -> None:
+        """Run, once at load, every deterministic node whose inputs are all constants; its
+        outputs become constants of the plan (a graph's Constant nodes, shape arithmetic on
+        initializers...)."""
+        kept = []
+        for node in self.nodes:
+            foldable = (
+                node.kernel is not None
+                and not node.view.subgraphs
+                and node.view.op_type not in NONDETERMINISTIC
+                and all(not n or n in self.initializers for n in node.inputs)
+            )
+            if foldable:
+                args = [self.initializers[n] if n else None for n in node.inputs]
+                try:
+                    with np.errstate(all="ignore"):
+                        results = self._call(node, args, None)
+                except RunError:
+                    kept.append(node)  # fails at run time, with the same diagnostic
+                    continue
+                for name, value in zip(node.outputs, results, strict=False):
+                    if name:
+                        self.initializers[name] = value
+                continue
+            kept.append(node)
+        self.nodes = kept
 
     def run_positional(self, inputs: list, outer=None) -> list:
         feeds = {
