@@ -10,7 +10,7 @@ A runtime is anything with these methods (see docs/conformance.md for the JSON-l
   ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name -> array),
   ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result holds
   ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
-  ``finish_reasons`` (per row, or null).
+  ``finish_reasons`` (per row, or null), and optionally ``diagnostics``.
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
 - ``close(handle)``: forget a loaded package.
 """
@@ -29,6 +29,7 @@ PROTOCOL_VERSION = 1
 # Case features: a runtime declares which it supports.
 FEATURES = (
     "load",  # loading and refusing packages
+    "run",  # running requests
     "invoke",
     "sequence",
     "loop",
@@ -44,6 +45,9 @@ FEATURES = (
     "telemetry",
     "preprocessing",
     "speculative",
+    # Optional: runs report diagnostics {"counters": {"sessions_created", "invocations"}} of a
+    # native (non-ONNX-Runtime) executor, checked by the `executor` suite.
+    "native_executor",
 )
 
 
@@ -80,11 +84,11 @@ _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 def encode_array(array) -> dict:
     """``{"dtype", "shape", "base64"}``: little-endian row-major bytes, exact for every dtype."""
-    array = np.ascontiguousarray(np.asarray(array))
+    array = np.asarray(array)  # (ascontiguousarray would turn a rank-0 array into shape [1])
     name = _NAMES.get(array.dtype)
     if name is None:
         raise TypeError(f"arrays of dtype {array.dtype} have no wire encoding")
-    data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+    data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
     return {"dtype": name, "shape": list(array.shape), "base64": base64.b64encode(data).decode()}
 
 

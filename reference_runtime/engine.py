@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import faults
 from .contracts.adapters import ParameterOverlay, build_adapter_session, select_adapters
 from .counters import Counters
 from .errors import RunError, UsageError
@@ -93,10 +94,9 @@ class Engine:
             )
         package = load_package(Path(path))
         counters = Counters()
+        native = executor == "native" and not faults.active("native_falls_back_to_ort")
         onnx_executor = (
-            NativeExecutor(device, counters)
-            if executor == "native"
-            else OrtExecutor(device, counters)
+            NativeExecutor(device, counters) if native else OrtExecutor(device, counters)
         )
         sessions: dict = {}
         workflow = package.metadata.workflow
@@ -210,7 +210,8 @@ class Engine:
                     raise RunError("E58", f"session cell {name!r} has no final value to store")
                 saved[name] = frame.values[ref]
             with self._lock:  # atomic: stored only after a fully successful run
-                self._session(session_id).update(saved)
+                if not faults.active("session_not_saved"):
+                    self._session(session_id).update(saved)
         self._counters.runs += 1
         tokens, reasons = self._tokens(outputs, frame)
         events = {k: list(v) for k, v in frame.outputs.events.items()}

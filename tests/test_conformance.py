@@ -27,7 +27,9 @@ def test_catalogue_holds_every_mutation_and_base():
     cases = catalogue()
     assert len(cases) >= MIN_CASES
     assert len({c.id for c in cases}) == len(cases)
-    assert {c.suite for c in cases} == {"acceptance", "fail_closed"}
+    assert {"acceptance", "fail_closed", "golden", "determinism", "rows", "executor"} == {
+        c.suite for c in cases
+    }
 
 
 def test_features_are_derived_from_the_package():
@@ -45,6 +47,7 @@ def test_features_are_derived_from_the_package():
         __import__("numpy").array([True, False]),
         __import__("numpy").array([[2**63 - 1]], dtype="int64"),
         __import__("numpy").array([float("nan"), float("inf")], dtype="float16"),
+        __import__("numpy").array(7, dtype="int64"),  # rank 0 must stay rank 0
     ],
 )
 def test_arrays_round_trip_exactly(array):

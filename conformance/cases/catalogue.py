@@ -5,7 +5,12 @@ judge a runtime on it. Suites so far:
 
 - ``acceptance``: every valid generated package loads;
 - ``fail_closed``: every mutation in ``load_rules`` (one or more per load-time rule code) is
-  refused at load, or at run time before any output is published; never run silently.
+  refused at load, or at run time before any output is published; never run silently;
+- ``golden``: every run case's results equal its golden (goldens/);
+- ``determinism``: running a case twice gives identical results;
+- ``rows``: each row of a batched request equals the same row run alone;
+- ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
+  report executor diagnostics and declare ``native_executor`` only).
 """
 
 from __future__ import annotations
@@ -16,11 +21,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixtures import package_path
+from fixtures.generators import RUN_CASES
+from fixtures.generators.cases import RunCase
 from reference_runtime.package.parse import find_metadata
 
+from .. import goldens
 from ..protocol import Refused, Runtime
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
+from .run_cases import (
+    aligned_outputs,
+    execute,
+    request_rows,
+    row_differences,
+    same,
+    solo_request,
+)
 
 # The catalogue must not shrink silently (a tripwire in certification checks this).
 MIN_CASES = 350
@@ -123,6 +139,89 @@ def _judge_refusal(runtime: Runtime, root: Path) -> Outcome:
     return Outcome(False, "loaded without refusal (the package is invalid)")
 
 
+def _judge_golden(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        golden = goldens.load(run.id)
+        if golden is None:
+            return Outcome(False, "no golden for this case (run tools/regen_goldens.py)")
+        if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(run.package):
+            return Outcome(False, "the golden is stale: the package changed since it was recorded")
+        problems = goldens.differences(golden, execute(runtime, run, root))
+        return Outcome(not problems, "; ".join(problems[:3]) or "matches the golden")
+
+    return judge
+
+
+def _judge_determinism(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        first, second = execute(runtime, run, root), execute(runtime, run, root)
+        return Outcome(same(first, second), "identical" if same(first, second) else "runs differ")
+
+    return judge
+
+
+def _judge_rows(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        problems = []
+        for request in run.requests:
+            rows = request_rows(run, request)
+            if rows < 2:
+                continue
+            single = RunCase(run.id, run.package, (request,))
+            (batched,) = execute(runtime, single, root)
+            for row in range(rows):
+                alone = RunCase(run.id, run.package, (solo_request(run, request, row),))
+                (solo,) = execute(runtime, alone, root)
+                problems += row_differences(batched, solo, row, aligned_outputs(run))
+        return Outcome(not problems, "; ".join(problems[:3]) or "rows equal their solo runs")
+
+    return judge
+
+
+def _judge_native_executor(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        problems = []
+        for result in execute(runtime, run, root):
+            counters = (result.get("diagnostics") or {}).get("counters")
+            if counters is None:
+                if not result.get("error"):
+                    problems.append("the run reported no executor counters")
+                continue
+            foreign = sorted(set(counters.get("sessions_created", {})) - {"native"})
+            if foreign:
+                problems.append(
+                    f"sessions created by {', '.join(foreign)} under the native executor"
+                )
+            for component, by_executor in counters.get("invocations", {}).items():
+                if "ort" in by_executor:
+                    problems.append(f"{component!r} ran on ONNX Runtime")
+        return Outcome(not problems, "; ".join(problems[:3]) or "native sessions only")
+
+    return judge
+
+
+def run_catalogue() -> list[Case]:
+    cases = []
+    documents: dict[str, tuple[str, ...]] = {}
+    for run in RUN_CASES:
+        if run.package not in documents:
+            documents[run.package] = package_features(load_document(run.package))
+        features = (*documents[run.package], "run")
+        build = _copy_base(run.package)
+        notes = f" ({run.notes})" if run.notes else ""
+        cases.append(Case(f"golden/{run.id}", "golden", features,
+                          f"results equal the golden{notes}", build, _judge_golden(run)))  # fmt: skip
+        cases.append(Case(f"determinism/{run.id}", "determinism", features,
+                          "two runs give identical results", build, _judge_determinism(run)))  # fmt: skip
+        cases.append(Case(f"executor/{run.id}", "executor", (*features, "native_executor"),
+                          "no ONNX Runtime session under the native executor", build,
+                          _judge_native_executor(run)))  # fmt: skip
+        if run.rows_independent:
+            cases.append(Case(f"rows/{run.id}", "rows", features,
+                              "each batched row equals its solo run", build, _judge_rows(run)))  # fmt: skip
+    return cases
+
+
 def catalogue() -> list[Case]:
     cases: list[Case] = []
     features = {base: package_features(load_document(base)) for base in BASES}
@@ -155,7 +254,7 @@ def catalogue() -> list[Case]:
                 rule=mutation.code,
             )
         )
-    return cases
+    return cases + run_catalogue()
 
 
 def materialise(case_id: str, dest: Path) -> Path:

@@ -195,7 +195,9 @@ def load_document(base: str) -> dict:
     """The parsed document of a base package (for building mutation values)."""
     metadata = find_metadata(package_path(base))
     text = metadata.read_text()
-    return json.loads(text) if metadata.suffix == ".json" else yaml.safe_load(text)
+    if metadata.suffix == ".json":
+        return json.loads(text)
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _get(doc, path):

@@ -20,7 +20,9 @@ class ReferenceRuntime:
         return {
             "name": f"reference:{self.executor}",
             "version": getattr(reference_runtime, "__version__", "0.1.0"),
-            "features": list(FEATURES),
+            "features": [
+                f for f in FEATURES if f != "native_executor" or self.executor == "native"
+            ],
             "versions": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
         }
 
@@ -49,6 +51,7 @@ class ReferenceRuntime:
             "outputs": result.outputs,
             "tokens": result.tokens,
             "finish_reasons": result.finish_reasons,
+            "diagnostics": {"counters": handle.counters},
         }
 
     def create_session(self, handle: Engine) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import onnx
 import onnxruntime as ort
 
 from ..counters import Counters
 from ..errors import ReferenceRuntimeError, RunError
+from ..package.artifacts import load_model
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -41,9 +41,7 @@ class OrtExecutor:
         options.log_severity_level = 3
         try:
             if artifact.name.endswith(".textproto"):
-                model = onnx.load(str(artifact), format="textproto", load_external_data=False)
-                onnx.load_external_data_for_model(model, str(artifact.parent))
-                source = model.SerializeToString()
+                source = load_model(artifact, external_data=True).SerializeToString()
             else:
                 source = str(artifact)
             session = ort.InferenceSession(source, options, providers=[self.provider])

@@ -8,6 +8,7 @@ locations obey the same confinement, relative to the graph file's folder.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -99,11 +100,27 @@ def signature(model: onnx.ModelProto, path: Path) -> GraphSignature:
     )
 
 
-def load_model(path: Path) -> onnx.ModelProto:
-    """Load a graph without its external data (``.onnx`` or ``.onnx.textproto``)."""
+def load_model(path: Path, external_data: bool = False) -> onnx.ModelProto:
+    """Load a graph (``.onnx`` or ``.onnx.textproto``), with its external data if asked.
+
+    Text-format graphs are parsed once per file version (pure-Python protobuf text parsing is
+    slow; binary parsing is not): the binary form is kept, keyed by path, mtime and size.
+    """
     if path.name.endswith(".textproto"):
-        return onnx.load(os.fspath(path), format="textproto", load_external_data=False)
-    return onnx.load(os.fspath(path), load_external_data=False)
+        stat = os.stat(path)
+        model = onnx.load_model_from_string(
+            _textproto_as_binary(os.fspath(path), stat.st_mtime_ns, stat.st_size)
+        )
+    else:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    if external_data:
+        onnx.load_external_data_for_model(model, os.fspath(path.parent))
+    return model
+
+
+@functools.lru_cache(maxsize=128)
+def _textproto_as_binary(path: str, mtime_ns: int, size: int) -> bytes:
+    return onnx.load(path, format="textproto", load_external_data=False).SerializeToString()
 
 
 def _node_tensors(nodes):

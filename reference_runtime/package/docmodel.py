@@ -101,9 +101,16 @@ def doc_key(f: dataclasses.Field) -> str:
     return f.metadata.get("key") or f.name
 
 
-def model_fields(cls) -> list[tuple[dataclasses.Field, Any]]:
-    hints = typing.get_type_hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+@functools.cache
+def type_hints(cls) -> dict[str, Any]:
+    """``typing.get_type_hints``, once per class (it re-evaluates annotations on every call)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def model_fields(cls) -> tuple[tuple[dataclasses.Field, Any], ...]:
+    hints = type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls) if not f.name.startswith("_"))
 
 
 def is_required(f: dataclasses.Field) -> bool:
@@ -128,15 +135,21 @@ def union_members(tp) -> list | None:
     return None
 
 
+@functools.cache
 def kind_of(cls) -> str:
     """The ``kind`` literal that tags a variant of a discriminated union."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     (value,) = get_args(hints["kind"])
     return value
 
 
 def is_tagged_union(members: list) -> bool:
-    return all(dataclasses.is_dataclass(m) and "kind" in typing.get_type_hints(m) for m in members)
+    return _tagged(tuple(members))
+
+
+@functools.cache
+def _tagged(members: tuple) -> bool:
+    return all(dataclasses.is_dataclass(m) and "kind" in type_hints(m) for m in members)
 
 
 # ---------------------------------------------------------------- building model objects

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, faults
 from ..errors import RunError
 from ..package.model import (
     ApplicationSource,
@@ -329,5 +329,7 @@ class InputBinder:
         if contract.shape is None:
             raise _request_error("a rank > 0 literal needs its contract's shape", code="H75")
         # Symbols bound so far give their extents; a symbol nothing bound yet becomes 1.
+        if faults.active("wrong_default_broadcast"):
+            return tuple(d if isinstance(d, int) else 1 for d in contract.shape)
         resolved = (symbols.resolve(d) for d in contract.shape)
         return tuple(1 if extent is None else extent for extent in resolved)

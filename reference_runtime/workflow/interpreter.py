@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import faults
 from ..counters import Counters
 from ..errors import RunError, format_location
 from ..package.model import (
@@ -298,7 +299,10 @@ class Interpreter:
             )
         active_iterations = None
         for index in range(limit):
-            mask = self._predicate(step, frame, where)
+            if faults.active("predicate_after_body") and index == 0:
+                mask = None  # the first body runs unconditionally, as in a do-while loop
+            else:
+                mask = self._predicate(step, frame, where)
             if mask is not None and not mask.any():
                 break
             counted = np.ones(1, dtype=np.int64) if mask is None else mask.astype(np.int64)
@@ -387,6 +391,9 @@ class Interpreter:
             )
         self._check_recurrence(cell_name, cell, old, new, bounds[cell_name], grouped, where)
         if mask is None or mask.size == 1 or mask.all() or grouped:
+            frame.values[cell_name] = new
+            return
+        if faults.active("skip_inactive_merge"):
             frame.values[cell_name] = new
             return
         frame.values[cell_name] = _merge_inactive(cell_name, cell, old, new, mask, where)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import faults
 from ..errors import RunError
 from ..package.model import EmitStep, RequestExpandedLayout, WorkflowOutput
 from .tensors import Symbols, check, dtype_name
@@ -105,6 +106,9 @@ class OutputStore:
                         f"(axis {chunk_axis} of {step.value!r})",
                     )
                 chunk = np.take(chunk, np.arange(n), axis=chunk_axis)
+            if faults.active("emit_off_by_one"):
+                cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
+                chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
             scope = symbols.copy()
             request_dim = output.contract.shape[axis_r] if output.contract.shape else None
             if isinstance(request_dim, str):

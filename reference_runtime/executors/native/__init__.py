@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from ...counters import Counters
 from ...errors import ReferenceRuntimeError
+from ...package.artifacts import load_model
 from .graph import Plan, plan_model
 
 
@@ -51,9 +51,7 @@ class NativeExecutor:
         self.xp = array_module(device)
 
     def load(self, component: str, artifact: Path) -> NativeSession:
-        fmt = "textproto" if artifact.name.endswith(".textproto") else None
-        model = onnx.load(str(artifact), format=fmt, load_external_data=False)
-        onnx.load_external_data_for_model(model, str(artifact.parent))
+        model = load_model(artifact, external_data=True)
         plan, problems = plan_model(model, self.xp, cuda=self.device == "cuda")
         if problems:
             lines = [f"  node {p.node!r}: {p.op}: {p.reason}" for p in problems[:20]]

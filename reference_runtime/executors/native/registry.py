@@ -17,6 +17,7 @@ attribute values the kernel does not implement, so they are refused before anyth
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,10 +79,16 @@ def implemented() -> dict[tuple[str, str], list[int]]:
 
 
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def _load_kernels() -> None:
+    """Import every kernel module once (engines may load components from several threads)."""
     global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import ops  # noqa: F401  (registers every kernel module)
+    if _LOADED:
+        return
+    with _LOAD_LOCK:
+        if not _LOADED:
+            from . import ops  # noqa: F401  (registers every kernel module)
+
+            _LOADED = True

@@ -1,0 +1,132 @@
+"""Running a :class:`fixtures.generators.cases.RunCase` against any runtime.
+
+Conventions of run-case requests: ``session_id: "new"`` opens a fresh session for the case and
+``"same"`` reuses it; a refusal becomes ``{"error": code}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+
+from fixtures import package_path
+from fixtures.generators.cases import RunCase
+from reference_runtime.package import load_package
+
+from ..goldens import encode_result
+from ..protocol import Refused
+
+
+def execute(runtime, case: RunCase, root=None) -> list[dict]:
+    """Run every request of ``case``; results in the protocol's form (or ``{"error"}``)."""
+    handle = runtime.load(str(root or package_path(case.package)))
+    session = None
+    results = []
+    try:
+        for request in case.requests:
+            request = dict(request)
+            if request.get("session_id") == "new":
+                session = runtime.create_session(handle)
+                request["session_id"] = session
+            elif request.get("session_id") == "same":
+                request["session_id"] = session
+            try:
+                results.append(runtime.run(handle, request))
+            except Refused as exc:
+                results.append({"error": exc.code})
+    finally:
+        runtime.close(handle)
+    return results
+
+
+def expected_results(case: RunCase) -> list[dict]:
+    return [case.expected(dict(request)) for request in case.requests]
+
+
+def same(a: list[dict], b: list[dict]) -> bool:
+    """Exact equality of two lists of results (determinism)."""
+    return json.dumps([encode_result(r) for r in a], sort_keys=True) == json.dumps(
+        [encode_result(r) for r in b], sort_keys=True
+    )
+
+
+@functools.cache
+def _workflow(package: str):
+    return load_package(package_path(package)).metadata.workflow
+
+
+def _aligned_inputs(case: RunCase) -> dict:
+    """Input name (and application alias) -> request axis, for request-aligned inputs."""
+    workflow = _workflow(case.package)
+    axes = {}
+    for name, declared in workflow.inputs.items():
+        axis = declared.contract.request_axis
+        if axis is not None:
+            axes[name] = axis
+            alias = getattr(declared.source, "name", None)
+            if alias:
+                axes[alias] = axis
+    return axes
+
+
+def request_rows(case: RunCase, request: dict) -> int:
+    """How many rows a request carries (from its prompt or its request-aligned inputs)."""
+    prompt = request.get("prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        return len(prompt)
+    axes = _aligned_inputs(case)
+    for name, value in (request.get("inputs") or {}).items():
+        if name in axes:
+            return int(np.asarray(value).shape[axes[name]])
+    return 0
+
+
+def solo_request(case: RunCase, request: dict, row: int) -> dict:
+    """Row ``row`` of a batched request, alone: its prompt row and request-aligned inputs."""
+    axes = _aligned_inputs(case)
+    solo = dict(request)
+    if request.get("prompt") is not None:
+        solo["prompt"] = [list(request["prompt"][row])]
+    solo["inputs"] = {
+        name: np.take(np.asarray(value), [row], axis=axes[name]) if name in axes else value
+        for name, value in (request.get("inputs") or {}).items()
+    }
+    return solo
+
+
+def row_differences(batched: dict, solo: dict, row: int, aligned: dict | None = None) -> list[str]:
+    """How row ``row`` of a batched result differs from the solo run of that row. ``aligned``
+    maps dense outputs to their request axis (those are compared too)."""
+    found = []
+    if batched.get("error") or solo.get("error"):
+        if batched.get("error") != solo.get("error"):
+            found.append(f"row {row}: refusal {batched.get('error')} vs solo {solo.get('error')}")
+        return found
+    for key in ("tokens", "finish_reasons"):
+        if batched.get(key) is not None and batched[key][row] != solo[key][0]:
+            found.append(f"row {row}: {key} {batched[key][row]} vs solo {solo[key][0]}")
+    for name, value in batched.get("outputs", {}).items():
+        other = solo.get("outputs", {}).get(name)
+        if isinstance(value, list):
+            a, b = value[row], (other or [None])[0]
+            if (a is None) != (b is None) or (
+                a is not None and not np.array_equal(np.asarray(a), np.asarray(b))
+            ):
+                found.append(f"row {row}: output {name!r} differs from its solo run")
+        elif aligned and name in aligned and other is not None:
+            axis = aligned[name]
+            mine = np.take(np.asarray(value), [row], axis=axis)
+            if not np.array_equal(mine, np.asarray(other)):
+                found.append(f"row {row}: output {name!r} differs from its solo run")
+    return found
+
+
+def aligned_outputs(case: RunCase) -> dict:
+    workflow = _workflow(case.package)
+    return {
+        name: out.contract.request_axis
+        for name, out in workflow.outputs.items()
+        if out.contract.request_axis is not None
+    }
