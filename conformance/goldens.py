@@ -1,17 +1,21 @@
 """Goldens: the expected results of the run cases, with their provenance.
 
-One JSON file per run case, ``goldens/<case id with "/" as "__">.json``:
+One JSON file per run case, ``goldens/cases/<case id with "/" as "__">.json``:
 
 ```json
 {"case": "...", "provenance": {"fixture_sha256": "...", "obtained": "formula" | "runtime",
  "runtime": "reference:ort" | null, "versions": {...}},
- "results": [{"tokens": ..., "finish_reasons": ..., "outputs": {...}, "error": null}, ...]}
+ "results": [{"tokens": ..., "finish_reasons": ..., "outputs": {...}, "events": {...}}
+             | {"error": "E56"}, ...]}
 ```
 
-Arrays are stored exactly (``{"dtype", "shape", "base64"}``); comparing a result with a golden
-checks only what the golden holds: tokens, finish reasons and integer outputs exactly, float
-outputs within ``RTOL`` / ``ATOL``, and a refusal by its code. A golden whose fixture hash no
-longer matches the package is stale and fails. ``tools/regen_goldens.py`` rewrites them.
+Arrays are stored exactly (``{"dtype", "shape", "base64"}``); ``events`` maps each event output
+to the list of its emissions. Comparing a result with a golden checks only what the golden
+holds: tokens, finish reasons and integer arrays exactly, float arrays within ``RTOL`` /
+``ATOL`` (``|got - want| <= ATOL + RTOL * |want|``, NaN equal to NaN), the set of event
+outputs and the number of emissions of each exactly, and a refusal by its code. A golden whose
+fixture hash no longer matches the package is stale and fails. ``tools/regen_goldens.py``
+rewrites them.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 import goldens as goldens_package
 from fixtures import MANIFEST_PATH
 
-from .protocol import decode_value, encode_value
+from .protocol import decode_events, decode_value, encode_events, encode_value
 
-GOLDENS_DIR = Path(goldens_package.__file__).resolve().parent
+# Only golden documents live here (syrupy treats any other file in it as a stale snapshot).
+GOLDENS_DIR = Path(goldens_package.__file__).resolve().parent / "cases"
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -56,6 +61,18 @@ def encode_result(result: dict) -> dict:
             out[key] = result[key]
     if "outputs" in result:
         out["outputs"] = {k: encode_value(v) for k, v in sorted(result["outputs"].items())}
+    if result.get("events") is not None:
+        out["events"] = encode_events(dict(sorted(result["events"].items())))
+    return out
+
+
+def decode_result(result: dict) -> dict:
+    """A result in golden form back to plain arrays (the inverse of :func:`encode_result`)."""
+    out = dict(result)
+    if "outputs" in result:
+        out["outputs"] = {k: decode_value(v) for k, v in result["outputs"].items()}
+    if result.get("events") is not None:
+        out["events"] = decode_events(result["events"])
     return out
 
 
@@ -102,6 +119,25 @@ def differences(golden: dict, results: list[dict]) -> list[str]:
             problem = compare_value(decode_value(encoded), have)
             if problem:
                 found.append(f"{where}: output {name!r}: {problem}")
+        if "events" in want:
+            found += event_differences(want["events"], got.get("events") or {}, where)
+    return found
+
+
+def event_differences(want: dict, have: dict, where: str) -> list[str]:
+    """``want`` in golden form, ``have`` plain: the same event outputs, emission by emission."""
+    if sorted(want) != sorted(have):
+        return [f"{where}: event outputs {sorted(have)} != golden {sorted(want)}"]
+    found = []
+    for name, emissions in want.items():
+        if len(have[name]) != len(emissions):
+            found.append(f"{where}: {len(have[name])} events of {name!r}, golden {len(emissions)}")
+            continue
+        for k, (encoded, got) in enumerate(zip(emissions, have[name], strict=True)):
+            problem = compare_value(decode_value(encoded), got)
+            if problem:
+                found.append(f"{where}: event {name!r}[{k}]: {problem}")
+                break
     return found
 
 
@@ -169,8 +205,4 @@ class GoldenExtension(SingleFileSnapshotExtension):
         fresh, stored = json.loads(serialized_data), json.loads(snapshot_data)
         if fresh["provenance"]["fixture_sha256"] != stored["provenance"]["fixture_sha256"]:
             return False
-        plain = [
-            {**r, "outputs": {k: decode_value(v) for k, v in (r.get("outputs") or {}).items()}}
-            for r in fresh["results"]
-        ]
-        return not differences(stored, plain)
+        return not differences(stored, [decode_result(r) for r in fresh["results"]])

@@ -2,17 +2,24 @@
 
 A runtime is anything with these methods (see docs/conformance.md for the JSON-lines form):
 
-- ``describe() -> dict``: ``{"name", "version", "features": [...]}``; ``features`` is the set of
-  case features the runtime supports (``FEATURES`` below); cases needing others are reported
-  as not applicable, never as passes.
-- ``load(package_dir) -> handle``: load a package, or raise :class:`Refused` (stage "load").
+- ``describe() -> dict``: ``{"name", "version", "features": [...]}`` and optionally
+  ``"executors": [...]``; ``features`` is the set of case features the runtime supports
+  (``FEATURES`` below); cases needing others are reported as not applicable, never as passes.
+  ``executors`` names the executors ``load`` accepts (the ``parity`` suite compares them).
+- ``load(package_dir, executor=None) -> handle``: load a package, or raise :class:`Refused`
+  (stage "load"). ``executor`` is one of the declared ``executors``; it is only ever passed to
+  a runtime that declares some, so ``load(package_dir)`` suffices for the others.
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run").
   ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name -> array),
   ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result holds
   ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
-  ``finish_reasons`` (per row, or null), and optionally ``diagnostics``.
+  ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
+  output, in order; absent means none) and optionally ``diagnostics``.
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
 - ``close(handle)``: forget a loaded package.
+
+Both additions (``events``, ``executors`` / ``executor``) are optional fields of version 1: a
+runtime that omits them still speaks the protocol.
 """
 
 from __future__ import annotations
@@ -45,6 +52,13 @@ FEATURES = (
     "telemetry",
     "preprocessing",
     "speculative",
+    # Bare decoders (legacy model.io metadata, onnxruntime-genai genai_config.json folders)
+    # lowered to a workflow at load, with the onnx-genai.autoregressive-decode and
+    # onnx-genai.token-policy runtime contracts and conversation sessions.
+    "lowering",
+    # Runs a case under every executor it declares (describe's "executors") and compares them
+    # pairwise; with fewer than two executors, parity is judged against the goldens.
+    "parity",
     # Optional: runs report diagnostics {"counters": {"sessions_created", "invocations"}} of a
     # native (non-ONNX-Runtime) executor, checked by the `executor` suite.
     "native_executor",
@@ -63,7 +77,7 @@ class Refused(Exception):
 
 class Runtime(Protocol):
     def describe(self) -> dict: ...
-    def load(self, package_dir: str): ...
+    def load(self, package_dir: str, executor: str | None = None): ...
     def run(self, handle, request: dict) -> dict: ...
     def create_session(self, handle) -> str: ...
     def reset_session(self, handle, sid: str) -> None: ...
@@ -123,15 +137,28 @@ def decode_request(obj: dict) -> dict:
     return out
 
 
+def encode_events(events: dict) -> dict:
+    """Event outputs: name -> every emission, in order, each an array."""
+    return {name: [encode_array(e) for e in emissions] for name, emissions in events.items()}
+
+
+def decode_events(obj: dict) -> dict:
+    return {name: [decode_array(e) for e in emissions] for name, emissions in obj.items()}
+
+
 def encode_result(result: dict) -> dict:
     out = dict(result)
     out["outputs"] = {k: encode_value(v) for k, v in result["outputs"].items()}
+    if result.get("events") is not None:
+        out["events"] = encode_events(result["events"])
     return out
 
 
 def decode_result(obj: dict) -> dict:
     out = dict(obj)
     out["outputs"] = {k: decode_value(v) for k, v in obj["outputs"].items()}
+    if obj.get("events") is not None:
+        out["events"] = decode_events(obj["events"])
     return out
 
 

@@ -14,15 +14,24 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PackageError, ReferenceRuntimeError, UsageError
+from .lowering import BARE_SHAPES, lower, package_shape
 from .package import validate_package
 from .support import REFERENCE_SUPPORT
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
 
+def _violations(path) -> tuple[list, str]:
+    """Every violation of the package (a bare decoder is lowered first), and what it is."""
+    root = Path(path)
+    bare = root.is_dir() and package_shape(root) in BARE_SHAPES
+    kind = "bare decoder (lowered to a workflow)" if bare else "workflow package"
+    return validate_package(path), kind
+
+
 def _validate(args) -> int:
     try:
-        violations = validate_package(args.package)
+        violations, kind = _violations(args.package)
     except UsageError as exc:
         if args.json:
             print(json.dumps({"error": exc.to_json()}, indent=2))
@@ -33,7 +42,7 @@ def _validate(args) -> int:
         report = {"valid": not violations, "violations": [v.to_json() for v in violations]}
         print(json.dumps(report, indent=2))
     elif not violations:
-        print(f"{args.package}: valid workflow package")
+        print(f"{args.package}: valid {kind}")
     else:
         count = len(violations)
         print(f"{args.package}: refused, {count} violation{'s' * (count != 1)}")
@@ -150,6 +159,30 @@ def _capabilities(args) -> int:
     return EXIT_OK
 
 
+def _lower(args) -> int:
+    root = Path(args.package)
+    if not root.is_dir():
+        print(f"error: package path {args.package!r} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    shape = package_shape(root)
+    if shape not in BARE_SHAPES:
+        print(
+            f"error: {args.package} is not a bare decoder (it has a {shape} document)\n"
+            "  fix: lower a legacy model.io package or an onnxruntime-genai folder "
+            "(genai_config.json); a workflow package is run as written",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        text = lower(root)
+    except PackageError as exc:
+        for v in exc.violations:
+            print(f"  {v.code}  {v.location}\n        {v.message}\n        fix: {v.hint}")
+        return EXIT_REFUSED
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reference-runtime",
@@ -177,6 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stop-on-eos", action="store_true")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_run)
+    p = sub.add_parser(
+        "lower", help="print the workflow a bare decoder is lowered to (model.io, genai_config)"
+    )
+    p.add_argument("package", metavar="PKG", help="the package folder")
+    p.set_defaults(func=_lower)
     p = sub.add_parser(
         "capabilities", help="print the capabilities, adapter ABIs and contracts supported"
     )

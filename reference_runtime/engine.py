@@ -19,6 +19,7 @@ import numpy as np
 
 from . import faults
 from .contracts.adapters import ParameterOverlay, build_adapter_session, select_adapters
+from .contracts.decoding import FINISH_CODES, build_contract_session
 from .counters import Counters
 from .errors import RunError, UsageError
 from .executors.base import BindingCopy
@@ -69,14 +70,34 @@ class Engine:
         self._sessions = sessions
         self._binder = InputBinder(package.metadata, dynamic_symbols(package.metadata.workflow))
         self._interpreter = Interpreter(package.metadata.workflow, sessions, counters)
+        state = package.metadata.workflow.state
+        # The cell carrying a session's conversation (SEED G), kept by the engine itself.
+        self._continuation = next(
+            (
+                (name, cell.session.continuation)
+                for name, cell in state.items()
+                if cell.session is not None and cell.session.continuation is not None
+            ),
+            None,
+        )
         self._session_cells = {
             name: cell
-            for name, cell in package.metadata.workflow.state.items()
+            for name, cell in state.items()
             if cell.scope == "session"
+            and (self._continuation is None or name != self._continuation[0])
         }
         self._stored: dict[str, dict[str, np.ndarray]] = {}
         self._lock = threading.Lock()
-        self.provenance = "authored"
+        self.provenance = package.provenance  # "authored" or "lowered"
+        self._lengths_input = next(
+            (
+                getattr(inp.source, "name", None) or name
+                for name, inp in package.metadata.workflow.inputs.items()
+                if getattr(inp.source, "kind", None) == "application"
+                and (getattr(inp.source, "name", None) or name) == "prompt_lengths"
+            ),
+            None,
+        )
         path = tokenizer_file(package)
         self._codec = TextCodec(path) if path is not None else None
 
@@ -92,7 +113,7 @@ class Engine:
             raise UsageError(
                 f"unknown device {device!r}", hint=f"Use one of: {', '.join(DEVICES)}."
             )
-        package = load_package(Path(path))
+        package = load_package(Path(path))  # a bare decoder is lowered to a workflow here
         counters = Counters()
         native = executor == "native" and not faults.active("native_falls_back_to_ort")
         onnx_executor = (
@@ -104,6 +125,8 @@ class Engine:
             impl = comp.implementation
             if isinstance(impl, OnnxImplementation):
                 sessions[name] = onnx_executor.load(name, package.root / impl.artifact)
+            elif isinstance(impl, BindingImplementation) and comp.contract is not None:
+                sessions[name] = build_contract_session(package, name, comp, onnx_executor)
             elif isinstance(impl, BindingImplementation):
                 sessions[name] = BindingCopy(name)
             elif isinstance(impl, AdapterImplementation):
@@ -117,6 +140,16 @@ class Engine:
         return self._counters.snapshot()
 
     def create_session(self) -> str:
+        workflow = self.package.metadata.workflow
+        publishes_tokens = any(o.role == "tokens" for o in workflow.outputs.values())
+        if publishes_tokens and not any(c.scope == "session" for c in workflow.state.values()):
+            raise RunError(
+                "E58",
+                "this package publishes tokens but declares no session-scoped state, so a "
+                "session would carry nothing from one turn to the next",
+                hint="Declare a `scope: session` state cell with `session.continuation` "
+                "(`kind: prompt_prefix`) to continue conversations, or run without a session.",
+            )
         sid = uuid.uuid4().hex
         with self._lock:
             self._stored[sid] = {}
@@ -131,6 +164,15 @@ class Engine:
                 f"unknown session {sid!r} (closed, or never created)",
                 hint="Call engine.create_session() and pass the id it returns.",
             ) from None
+
+    def session_token_count(self, sid: str) -> int:
+        """Tokens a session's conversation holds (its prompts plus what its turns generated)."""
+        with self._lock:
+            stored = self._session(sid)
+        if self._continuation is None:
+            return 0
+        conversation = stored.get(self._continuation[0])
+        return 0 if conversation is None else int(conversation.shape[-1])
 
     def reset_session(self, sid: str) -> None:
         with self._lock:
@@ -162,9 +204,15 @@ class Engine:
             if self._codec is None:
                 raise no_tokenizer_error()
             prompt = self._codec.encode(prompt)
+        inputs = dict(inputs or {})
+        conversation = None
+        if self._continuation is not None and session_id is not None:
+            conversation = self._conversation(session_id, prompt)
+            prompt = [conversation]
+        prompt = self._pad_ragged(prompt, inputs)
         request = Request(
             prompt=prompt,
-            inputs=dict(inputs or {}),
+            inputs=inputs,
             max_new_tokens=max_new_tokens,
             seed=seed,
             greedy=greedy,
@@ -189,6 +237,9 @@ class Engine:
         elif session_id is not None:
             with self._lock:
                 self._session(session_id)
+        for session in self._sessions.values():
+            if hasattr(session, "begin_run"):
+                session.begin_run(stop_on_eos)
         bound = self._binder.bind(request)
         selection = select_adapters(self.package, bound.values)
         for session in self._sessions.values():
@@ -214,6 +265,10 @@ class Engine:
                     self._session(session_id).update(saved)
         self._counters.runs += 1
         tokens, reasons = self._tokens(outputs, frame)
+        if conversation is not None:
+            grown = np.asarray([conversation + (tokens[0] if tokens else [])], dtype=np.int64)
+            with self._lock:  # stored only after a fully successful turn
+                self._session(session_id)[self._continuation[0]] = grown
         events = {k: list(v) for k, v in frame.outputs.events.items()}
         text = (
             self._codec.decode(tokens) if self._codec is not None and tokens is not None else None
@@ -221,6 +276,41 @@ class Engine:
         return RunResult(
             outputs=outputs, tokens=tokens, finish_reasons=reasons, events=events, text=text
         )
+
+    def _conversation(self, sid: str, prompt) -> list[int]:
+        """The whole prompt of a session turn: the stored conversation, then the new tokens."""
+        with self._lock:
+            stored = self._session(sid).get(self._continuation[0])
+        rows = prompt.tolist() if isinstance(prompt, np.ndarray) else list(prompt or [])
+        if rows and not isinstance(rows[0], list | tuple):
+            rows = [rows]
+        if len(rows) != 1:
+            raise RunError(
+                "H75",
+                f"a session turn continues one conversation, but the prompt has {len(rows)} rows",
+                hint="Pass one prompt row per turn (prompt=[[...]] or a string).",
+            )
+        previous = [] if stored is None else stored.reshape(-1).astype(int).tolist()
+        return previous + [int(t) for t in rows[0]]
+
+    def _pad_ragged(self, prompt, inputs: dict):
+        """Rows of different lengths are right-padded (with 0) when the workflow takes their
+        lengths through an application input named ``prompt_lengths``; otherwise they are left
+        for the binder to refuse."""
+        if prompt is None or isinstance(prompt, np.ndarray) or not prompt:
+            return prompt
+        rows = list(prompt)
+        if not all(isinstance(r, list | tuple | np.ndarray) for r in rows):
+            return prompt
+        widths = [len(r) for r in rows]
+        if len(set(widths)) == 1:
+            return prompt
+        name = self._lengths_input
+        if name is None or name in inputs:
+            return prompt
+        width = max(widths)
+        inputs[name] = np.asarray(widths, dtype=np.int64)
+        return [list(r) + [0] * (width - len(r)) for r in rows]
 
     # ------------------------------------------------------------------ tokens
 
@@ -243,11 +333,18 @@ class Engine:
             else:
                 array = np.moveaxis(array, axis, 0)
                 tokens = [row.reshape(-1).astype(int).tolist() for row in array]
-        return tokens, self._finish_reasons(name, len(tokens), frame)
+        return tokens, self._finish_reasons(name, len(tokens), frame, outputs)
 
-    def _finish_reasons(self, output: str, rows: int, frame) -> list[str]:
-        """Per row: ``length`` if the row was active for every iteration the loop allowed,
-        ``stop`` if the loop predicate ended it earlier (or no loop publishes the tokens)."""
+    def _finish_reasons(self, output: str, rows: int, frame, outputs=None) -> list[str]:
+        """Per row: from the workflow's ``finish_reasons`` output where it declares one (codes
+        1 stop, 2 length, 3 context_length), else ``length`` if the row was active for every
+        iteration the loop allowed and ``stop`` if the loop predicate ended it earlier (or no
+        loop publishes the tokens)."""
+        declared = (outputs or {}).get("finish_reasons")
+        if isinstance(declared, np.ndarray) and declared.dtype.kind in "iu":
+            codes = declared.reshape(-1).tolist()
+            if len(codes) == rows:
+                return [FINISH_CODES.get(int(c), "length") for c in codes]
         loop = _loop_emitting(self.package.metadata.workflow.steps, output)
         report = frame.loop_reports.get(id(loop)) if loop is not None else None
         if report is None:

@@ -67,7 +67,9 @@ REFERENCE_SUPPORT = RuntimeSupport(
         "onnx-genai.parameter-overlay": "1",
         "onnx-genai.text-assembly": "1",
     },
-    binding_contracts=frozenset(),
+    binding_contracts=frozenset(
+        {"onnx-genai.autoregressive-decode@1", "onnx-genai.token-policy@1"}
+    ),
     profile_kinds=frozenset(
         {"text_generation", "image_generation", "speech_synthesis", "audio_codec", "embedding"}
     ),

@@ -1,15 +1,17 @@
 """The suite has teeth: certification of the reference runtime with one deliberate fault
-injected at a time (REFERENCE_RUNTIME_FAULT) must fail, with a case that explains why."""
+injected at a time (REFERENCE_RUNTIME_FAULT) must fail, with a case that explains why.
+
+Each fault is certified here only on the run cases of the package that catches it (fast);
+``python tools/fault_kill_count.py`` certifies every fault on every run case and reports the
+kill count."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.cases.catalogue import catalogue
+from conformance.cases.catalogue import RUN_SUITES, catalogue
 from conformance.certify import certify
 from reference_runtime.faults import ENVIRONMENT_VARIABLE, FAULTS
-
-RUN_SUITES = ("golden", "rows", "determinism", "executor")
 
 # fault -> (runtime spec, a case that must fail because of it)
 CAUGHT_BY = {
@@ -26,12 +28,19 @@ CAUGHT_BY = {
 
 
 def run_cases(package: str | None = None):
-    """The run-suite cases (of one fixture package, when given)."""
+    """The cases that run requests (of one fixture package, when given): the run suites and the
+    run-time cases of fail_closed."""
     return [
         c
         for c in catalogue()
-        if c.suite in RUN_SUITES and (package is None or c.id.split("/")[1] == package)
+        if c.run is not None and (package is None or c.run.package == package)
     ]
+
+
+def test_run_cases_are_the_run_suites_and_run_time_refusals():
+    suites = {c.suite for c in run_cases()}
+    assert suites == {*RUN_SUITES, "fail_closed"}
+    assert all(c.id.startswith("fail_closed/run/") for c in run_cases() if c.suite == "fail_closed")
 
 
 def failures(spec: str, package: str | None = None) -> dict[str, str]:
@@ -46,10 +55,16 @@ def test_every_fault_has_a_catching_case():
         assert case_id in ids, f"{fault}: {case_id} is not in the catalogue"
 
 
+CATCHING_PACKAGES = sorted({case_id.split("/")[1] for _, case_id in CAUGHT_BY.values()})
+
+
 @pytest.mark.parametrize("spec", ["reference", "reference:native"])
-def test_without_a_fault_the_run_suites_pass(spec, monkeypatch):
+@pytest.mark.parametrize("package", CATCHING_PACKAGES)
+def test_without_a_fault_the_catching_packages_pass(spec, package, monkeypatch):
+    """The control for the fault tests. (Every run case matches its golden under both executors
+    in test_goldens.py; tools/fault_kill_count.py certifies every run case fault-free first.)"""
     monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
-    assert failures(spec) == {}
+    assert failures(spec, package) == {}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))

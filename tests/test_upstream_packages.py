@@ -31,10 +31,11 @@ def test_upstream_package_validates(upstream_dir, name):
         assert list(graph.outputs) == [v.name for v in model.graph.output], component
 
 
-def test_legacy_model_io_package_is_not_a_workflow_package(upstream_dir):
-    (violation,) = validate_package(upstream_dir / "tiny-llm")
-    assert (violation.code, violation.location) == ("H74", "pipeline")
-    assert "legacy model.io" in violation.message
+def test_legacy_model_io_package_is_lowered_then_validated(upstream_dir):
+    assert validate_package(upstream_dir / "tiny-llm") == []
+    package = load_package(upstream_dir / "tiny-llm")
+    assert package.provenance == "lowered"
+    assert set(package.metadata.workflow.components) == {"decoder", "policy"}
 
 
 def _copy(upstream_dir, tmp_path, name):

@@ -1,4 +1,4 @@
-"""Regenerate goldens/ from the run cases of the generated packages.
+"""Regenerate goldens/cases/ from the run cases of the generated packages.
 
     python tools/regen_goldens.py            # rewrite every golden, delete unused ones
     python tools/regen_goldens.py --check    # fail if a golden is missing, stale or unused
@@ -27,6 +27,19 @@ def build(case) -> dict:
     return goldens.document(case.id, case.package, results, "runtime", "reference:ort")
 
 
+def progress(done: int, total: int, label: str) -> None:
+    """A progress bar on stderr (one line per case when stderr is not a terminal)."""
+    if not sys.stderr.isatty():
+        print(f"[{done}/{total}] {label}", file=sys.stderr)
+        return
+    width = 30
+    filled = width * done // total
+    bar = "#" * filled + "." * (width - filled)
+    print(f"\r[{bar}] {done}/{total} {label[:60]:<60}", end="", file=sys.stderr, flush=True)
+    if done == total:
+        print(file=sys.stderr)
+
+
 def comparable(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     doc["provenance"].pop("versions", None)
@@ -40,7 +53,7 @@ def main(argv=None) -> int:
     wanted = {goldens.golden_name(c.id) for c in RUN_CASES}
     rows, problems = [], []
     for i, case in enumerate(RUN_CASES, 1):
-        print(f"[{i}/{len(RUN_CASES)}] {case.id}", file=sys.stderr)
+        progress(i, len(RUN_CASES), case.id)
         doc = build(case)
         path = goldens.golden_path(case.id)
         old = json.loads(path.read_text()) if path.is_file() else None

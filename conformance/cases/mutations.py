@@ -192,8 +192,12 @@ class Mutation:
 
 
 def load_document(base: str) -> dict:
-    """The parsed document of a base package (for building mutation values)."""
+    """The parsed document of a base package (for building mutation values); an
+    onnxruntime-genai folder gives ``{"genai_config": <its config>}``."""
     metadata = find_metadata(package_path(base))
+    if metadata is None:
+        config = package_path(base) / "genai_config.json"
+        return {"genai_config": json.loads(config.read_text())}
     text = metadata.read_text()
     if metadata.suffix == ".json":
         return json.loads(text)

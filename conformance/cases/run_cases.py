@@ -15,13 +15,16 @@ from fixtures import package_path
 from fixtures.generators.cases import RunCase
 from reference_runtime.package import load_package
 
+from .. import goldens
 from ..goldens import encode_result
 from ..protocol import Refused
 
 
-def execute(runtime, case: RunCase, root=None) -> list[dict]:
-    """Run every request of ``case``; results in the protocol's form (or ``{"error"}``)."""
-    handle = runtime.load(str(root or package_path(case.package)))
+def execute(runtime, case: RunCase, root=None, executor: str | None = None) -> list[dict]:
+    """Run every request of ``case``; results in the protocol's form (or ``{"error"}``).
+    ``executor`` (one of the runtime's declared executors) is passed to ``load`` when given."""
+    path = str(root or package_path(case.package))
+    handle = runtime.load(path) if executor is None else runtime.load(path, executor=executor)
     session = None
     results = []
     try:
@@ -43,6 +46,30 @@ def execute(runtime, case: RunCase, root=None) -> list[dict]:
 
 def expected_results(case: RunCase) -> list[dict]:
     return [case.expected(dict(request)) for request in case.requests]
+
+
+def expected_refusals(case: RunCase) -> dict[int, str]:
+    """Request index -> the code it must be refused with: from the case's formula, or else from
+    its golden (a case without either expects no refusal)."""
+    if case.expected is not None:
+        expected = expected_results(case)
+    else:
+        expected = (goldens.load(case.id) or {}).get("results", [])
+    return {i: r["error"] for i, r in enumerate(expected) if r.get("error")}
+
+
+def result_differences(a: list[dict], b: list[dict]) -> list[str]:
+    """How ``b`` differs from ``a`` (both plain results of the same requests), within the
+    goldens' tolerance: integers exact, floats within RTOL / ATOL, refusals by code."""
+    if len(a) != len(b):
+        return [f"{len(b)} results for {len(a)} requests"]
+    found = goldens.differences({"results": [encode_result(r) for r in a]}, b)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if not x.get("error") and not y.get("error"):
+            names, others = sorted(x.get("outputs") or {}), sorted(y.get("outputs") or {})
+            if names != others:
+                found.append(f"request {i}: outputs {others} where the other has {names}")
+    return found
 
 
 def same(a: list[dict], b: list[dict]) -> bool:
@@ -120,6 +147,23 @@ def row_differences(batched: dict, solo: dict, row: int, aligned: dict | None = 
             mine = np.take(np.asarray(value), [row], axis=axis)
             if not np.array_equal(mine, np.asarray(other)):
                 found.append(f"row {row}: output {name!r} differs from its solo run")
+    events, alone = batched.get("events") or {}, solo.get("events") or {}
+    if sorted(events) != sorted(alone):
+        found.append(f"row {row}: event outputs {sorted(events)} vs solo {sorted(alone)}")
+        return found
+    for name, emissions in events.items():
+        if len(emissions) != len(alone[name]):
+            found.append(
+                f"row {row}: {len(emissions)} events of {name!r} vs solo {len(alone[name])}"
+            )
+            continue
+        for mine, other in zip(emissions, alone[name], strict=True):
+            mine = np.asarray(mine)
+            if aligned and name in aligned:  # a request-aligned event: its row
+                mine = np.take(mine, [row], axis=aligned[name])
+            if not np.array_equal(mine, np.asarray(other)):
+                found.append(f"row {row}: an event of {name!r} differs from its solo run")
+                break
     return found
 
 

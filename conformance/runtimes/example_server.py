@@ -7,6 +7,7 @@ A runtime in another language implements the same loop: read a request line, rep
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -16,6 +17,7 @@ from .reference import ReferenceRuntime
 
 def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
     handles: dict[str, object] = {}
+    numbers = itertools.count(1)  # never reused: handles are closed while others stay open
 
     def dispatch(method: str, params: dict):
         if method == "hello":
@@ -23,8 +25,12 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
         if method == "describe":
             return runtime.describe()
         if method == "load":
-            handle = f"h{len(handles) + 1}"
-            handles[handle] = runtime.load(params["package"])
+            handle = f"h{next(numbers)}"
+            executor = params.get("executor")  # optional: one of describe's "executors"
+            if executor is None:
+                handles[handle] = runtime.load(params["package"])
+            else:
+                handles[handle] = runtime.load(params["package"], executor=executor)
             return {"handle": handle}
         engine = handles[params["handle"]]
         if method == "run":

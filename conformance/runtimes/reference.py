@@ -1,6 +1,13 @@
-"""The reference runtime, in process, behind the runner protocol."""
+"""The reference runtime, in process, behind the runner protocol.
+
+It declares the executors it can run here (``describe()["executors"]``): ``ort`` and
+``native`` on the CPU, plus ``ort:cuda`` / ``native:cuda`` where ONNX Runtime's CUDA provider
+or CuPy with a visible GPU is available. ``load(package, executor=...)`` takes one of them.
+"""
 
 from __future__ import annotations
+
+import functools
 
 import onnx
 import onnxruntime
@@ -9,6 +16,24 @@ import reference_runtime
 from reference_runtime import Engine, PackageError, ReferenceRuntimeError, UsageError
 
 from ..protocol import FEATURES, Refused
+
+
+@functools.cache
+def available_executors() -> tuple[str, ...]:
+    """The executors (``executor`` or ``executor:device``) usable on this machine."""
+    found = ["ort", "native"]
+    from reference_runtime.executors.native import array_module
+    from reference_runtime.executors.ort import PROVIDERS
+
+    if PROVIDERS["cuda"] in onnxruntime.get_available_providers():
+        found.append("ort:cuda")
+    try:
+        array_module("cuda")
+    except ReferenceRuntimeError:
+        pass
+    else:
+        found.append("native:cuda")
+    return tuple(found)
 
 
 class ReferenceRuntime:
@@ -24,11 +49,16 @@ class ReferenceRuntime:
                 f for f in FEATURES if f != "native_executor" or self.executor == "native"
             ],
             "versions": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+            "executors": list(available_executors()),
         }
 
-    def load(self, package_dir: str):
+    def load(self, package_dir: str, executor: str | None = None):
+        name, device = self.executor, self.device
+        if executor is not None:
+            name, _, device = executor.partition(":")
+            device = device or "cpu"
         try:
-            return Engine.from_dir(package_dir, executor=self.executor, device=self.device)
+            return Engine.from_dir(package_dir, executor=name, device=device)
         except PackageError as exc:
             raise Refused("load", str(exc), ",".join(exc.codes)) from exc
         except (ReferenceRuntimeError, UsageError) as exc:
@@ -51,6 +81,7 @@ class ReferenceRuntime:
             "outputs": result.outputs,
             "tokens": result.tokens,
             "finish_reasons": result.finish_reasons,
+            "events": result.events,
             "diagnostics": {"counters": handle.counters},
         }
 

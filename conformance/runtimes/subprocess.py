@@ -3,7 +3,9 @@
 The client starts ``COMMAND`` and exchanges one JSON object per line on its stdin/stdout
 (stderr is passed through). Requests are ``{"id", "method", "params"}``; replies are
 ``{"id", "result"}`` or ``{"id", "error": {"stage", "code", "message"}}``. Arrays travel as
-``{"dtype", "shape", "base64"}``. See docs/conformance.md.
+``{"dtype", "shape", "base64"}``; a run result's ``events`` maps each event output to the list
+of its emissions. ``load`` carries an ``executor`` only for runtimes whose ``describe`` lists
+``executors``. See docs/conformance.md.
 """
 
 from __future__ import annotations
@@ -77,8 +79,11 @@ class SubprocessRuntime:
     def describe(self) -> dict:
         return self._call("describe", {})
 
-    def load(self, package_dir: str):
-        return self._call("load", {"package": str(package_dir)})["handle"]
+    def load(self, package_dir: str, executor: str | None = None):
+        params = {"package": str(package_dir)}
+        if executor is not None:
+            params["executor"] = executor
+        return self._call("load", params)["handle"]
 
     def run(self, handle, request: dict) -> dict:
         reply = self._call("run", {"handle": handle, "request": encode_request(request)})

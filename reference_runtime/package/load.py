@@ -7,6 +7,7 @@ A path that is not a readable folder is a :class:`UsageError` (the CLI's exit co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +17,14 @@ from ..support import REFERENCE_SUPPORT, RuntimeSupport
 from .artifacts import GraphSignature
 from .docmodel import FrozenMap, build
 from .model import Metadata
-from .parse import METADATA_NAMES, find_metadata, parse_metadata
+from .parse import METADATA_NAMES, find_metadata, parse_metadata, parse_metadata_text
 from .rules import run_rules
 from .rules.catalogue import hint_for
 from .rules.context import Ctx, DocumentOrder
 from .structure import schema_violations
+
+# The name a lowered document is reported under (it exists only in memory).
+LOWERED_NAME = "lowered_workflow.yaml"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class Package:
     document: dict
     metadata: Metadata
     graphs: Mapping[str, GraphSignature]
+    # "authored" (a workflow document) or "lowered" (derived from a bare decoder's ABI, in
+    # which case ``lowered`` holds the document's text)
+    provenance: str = "authored"
+    lowered: str | None = None
 
     def artifact_path(self, component: str) -> Path:
         impl = self.metadata.workflow.components[component].implementation
@@ -63,7 +71,26 @@ def _sorted(document: dict | None, violations: list[Violation]) -> list[Violatio
     return sorted(unique, key=key)
 
 
-def _analyse(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Package | None]:
+def _analyse(
+    root: Path, support: RuntimeSupport, lowered: str | None = None
+) -> tuple[list[Violation], Package | None]:
+    if lowered is None:
+        from ..lowering import BARE_SHAPES, lower, package_shape
+
+        if package_shape(root) in BARE_SHAPES:
+            try:
+                lowered = lower(root)
+            except PackageError as exc:
+                return list(exc.violations), None
+    if lowered is not None:
+        # A document derived from the package (a lowered bare decoder): validated exactly like
+        # an authored one, with artifact paths relative to the package folder.
+        metadata_path = root / LOWERED_NAME
+        document, violations = parse_metadata_text(lowered, metadata_path)
+        found, package = _validated(root, support, metadata_path, document, violations)
+        if package is not None:
+            package = dataclasses.replace(package, provenance="lowered", lowered=lowered)
+        return found, package
     metadata_path = find_metadata(root)
     if metadata_path is None:
         return [
@@ -84,6 +111,10 @@ def _analyse(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Pack
             )
         ], None
     document, violations = parse_metadata(metadata_path)
+    return _validated(root, support, metadata_path, document, violations)
+
+
+def _validated(root, support, metadata_path, document, violations):
     if document is None or any(v.code == "A05" for v in violations):
         return _sorted(document, violations), None
     violations += schema_violations(document)
@@ -112,16 +143,24 @@ def _analyse(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Pack
     return [], Package(root, metadata_path, document, metadata, graphs)
 
 
-def validate_package(path, support: RuntimeSupport = REFERENCE_SUPPORT) -> list[Violation]:
+def validate_package(
+    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None
+) -> list[Violation]:
     """Every violation of the package at ``path`` (empty when it is valid), in document order."""
-    violations, _ = _analyse(_check_root(path), support)
+    violations, _ = _analyse(_check_root(path), support, lowered)
     return violations
 
 
-def load_package(path, support: RuntimeSupport = REFERENCE_SUPPORT) -> Package:
-    """Load and validate the package at ``path``; raise :class:`PackageError` if refused."""
+def load_package(
+    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None
+) -> Package:
+    """Load and validate the package at ``path``; raise :class:`PackageError` if refused.
+
+    ``lowered`` is a workflow document derived from the package (see ``reference_runtime.
+    lowering``); it is validated in place of a metadata file and never written anywhere.
+    """
     root = _check_root(path)
-    violations, package = _analyse(root, support)
+    violations, package = _analyse(root, support, lowered)
     if violations:
         raise PackageError(root, violations)
     assert package is not None

@@ -293,6 +293,11 @@ def parse_metadata(path: Path) -> tuple[object | None, list[Violation]]:
         return None, [_violation("A77", (), f"{path.name} cannot be read ({reason})")]
     except UnicodeDecodeError as exc:
         return None, [_violation("A77", (), f"{path.name} is not UTF-8 text ({exc.reason})")]
+    return parse_metadata_text(text, path)
+
+
+def parse_metadata_text(text: str, path: Path) -> tuple[object | None, list[Violation]]:
+    """Parse metadata text; ``path`` names it in messages and its suffix picks the parser."""
     try:
         if path.suffix == ".json":
             data = json.loads(text, object_pairs_hook=_json_object, parse_int=_json_int)

@@ -199,6 +199,9 @@ class Interpreter:
             self.check_scatter(step.component, inputs, frame, plan.where())
         if self.before_invoke is not None:
             self.before_invoke(step.component, plan.comp)
+        contract = getattr(plan.session, "contract", None)
+        if contract is not None:  # a runtime contract executor: counted at dispatch
+            self.counters.contract_executions[contract] += 1
         results = plan.session.run(inputs, plan.output_ports)
         self.counters.invoked(step.component, plan.session.executor)
         for port, value_name, check_port, where in plan.outputs:

@@ -25,4 +25,7 @@ MUTATIONS = (
     *family_h.MUTATIONS,
 )
 
-BASES = ("kv_decoder", "static_cache", "speculative", "lora", "media")
+BASES = (
+    "kv_decoder", "static_cache", "speculative", "lora", "media", "model_io_decoder",
+    "lowered_decoder",
+)  # fmt: skip

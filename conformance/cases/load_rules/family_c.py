@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from ..mutations import Delete, Insert, Mutation, Rename, Set, WriteFile
 
+DECODER = ("pipeline", "workflow", "components", "decoder")
+LOOP = ("pipeline", "workflow", "steps", 0)  # the lowered decode loop
+
 WF = ("pipeline", "workflow")
 COMP = (*WF, "components")
 ABIS = (*WF, "manifest", "adapter_abis")
@@ -193,4 +196,21 @@ MUTATIONS = (
     Mutation("C83", "lora", (WriteFile("projector.onnx.data", b"\x00\x00"),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "truncated external data"),
+    # ---------------------------------------------------------------- C92 runtime contracts
+    Mutation("C92", "lowered_decoder", (Delete((*DECODER, "contract", "parameters", "pad_token_id")),),
+             "pipeline.workflow.components.decoder.contract.parameters", "decode parameter missing"),
+    Mutation("C92", "lowered_decoder", (Set((*DECODER, "contract", "parameters", "chunk"), 4),),
+             "pipeline.workflow.components.decoder.contract.parameters.chunk", "unknown parameter"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "artifact"), "../model.onnx"),),
+             "pipeline.workflow.components.decoder.contract.parameters.artifact",
+             "decoder artifact outside the package"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "logits_output"), "scores"),),
+             "pipeline.workflow.components.decoder.contract.parameters",
+             "decoder graph has no such output"),
+    Mutation("C92", "lowered_decoder", (Delete((*DECODER, "ports", "inputs", "lengths")),
+                                        *(Delete((*LOOP, *at, "inputs", "lengths"))
+                                          for at in (("setup", 0), ("steps", 2)))),
+             "pipeline.workflow.components.decoder.ports.inputs", "decode port missing"),
 )  # fmt: skip

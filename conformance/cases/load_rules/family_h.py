@@ -95,4 +95,13 @@ MUTATIONS = (
              "<document>", "no metadata file"),
     Mutation("H74", "kv_decoder", (Delete(("pipeline",)),),
              "pipeline", "no pipeline"),
+    # ---------------------------------------------------------------- H91 bare decoders
+    Mutation("H91", "model_io_decoder", (Set(("model", "layers"), 2),),
+             "model.layers", "unknown model key"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "logits_output"), "scores"),),
+             "model.io.logits_output", "logits output the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Delete(("model", "io", "kv_outputs", 1)),),
+             "model.io.kv_outputs", "unpaired KV names"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "position_ids_input"), "pos"),),
+             "model.io.position_ids_input", "position input the graph lacks"),
 )  # fmt: skip

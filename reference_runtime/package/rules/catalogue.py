@@ -598,6 +598,26 @@ RULE_LIST: tuple[Rule, ...] = (
         "An ONNX artifact (or its external data) that cannot be read as a model.",
         "Re-export the artifact; `.onnx` is binary protobuf, `.onnx.textproto` text format.",
     ),
+    _r(
+        "H91",
+        "bare-decoder-abi",
+        "A bare decoder (legacy `model.io` metadata or an onnxruntime-genai `genai_config.json` "
+        "folder) that cannot be lowered: an unknown or unsupported key or value (beam search, "
+        "repetition penalty, a model type that is not decoder-only), a missing field, or a "
+        "declared name the decoder graph does not have.",
+        "Remove or correct the key the message names; declare every graph input; use greedy or "
+        "sampling search with one beam.",
+    ),
+    _r(
+        "C92",
+        "runtime-contract-parameters",
+        "A `binding` component keyed to a runtime contract (`onnx-genai.autoregressive-decode`, "
+        "`onnx-genai.token-policy`) whose parameters or ports that contract cannot run with: a "
+        "missing or unknown parameter, a decoder artifact outside the package or unreadable, "
+        "names the decoder graph does not have, or a missing port.",
+        "Declare the parameters and ports the contract documents (docs/lowering.md); lowering "
+        "writes them for you from the decoder's ABI.",
+    ),
 )
 
 # ---------------------------------------------------------------------- run time

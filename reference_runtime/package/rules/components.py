@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...contracts.abis import ADAPTER_ABIS, TEXT_ASSEMBLY
+from ...contracts.decoding import contract_problems
 from ..model import (
     AdapterImplementation,
     BindingImplementation,
@@ -176,6 +177,9 @@ def check(ctx: Ctx) -> None:
                     f"no executor for binding contract {ident} in this runtime (supported: "
                     f"{', '.join(sorted(ctx.support.binding_contracts)) or 'none'})",
                 )
+            else:
+                for where, problem in contract_problems(ctx.root, comp.contract, comp.ports):
+                    ctx.add("C92", _cpath(name, *where), f"{ident} on {name!r}: {problem}")
         check_contract_ports(ctx, name, comp)
         if comp.application_overridable and (
             comp.contract is None or not isinstance(impl, OnnxImplementation)

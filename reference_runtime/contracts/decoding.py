@@ -1,0 +1,306 @@
+"""Runtime executors for the decoding contracts a lowered bare decoder uses.
+
+``onnx-genai.autoregressive-decode@1`` runs one forward pass of a decoder graph. Its ports:
+
+- ``tokens`` int64 ``[batch, step]``: the new tokens of each row, left-aligned (a row's valid
+  tokens come first);
+- ``lengths`` int64 ``[batch]``: how many of them are valid per row (``-1``: all; ``0``: the row
+  sits this step out, and its new position is masked);
+- ``attention_mask`` int64 ``[batch, past]`` (optional: absent at prefill): 1 where the past KV
+  holds a real token;
+- the graph's past-KV inputs (optional: absent at prefill, where they start empty).
+
+It lays the tokens out as the graph expects (``padding: left`` or ``right``, filled with
+``pad_token_id``), derives the attention mask and the position ids (the count of real tokens
+before each position), runs the graph beneath it through the ordinary component seam (ONNX
+Runtime or the native executor: whichever the engine was built with), and returns ``logits`` at
+each row's last valid position ``[batch, vocab]``, the extended ``attention_mask``,
+``sequence_lengths`` (real tokens per row) and the graph's present-KV outputs.
+
+``onnx-genai.token-policy@1`` selects the next token per row and decides whether the row stops:
+greedy (``temperature`` 0 or ``top_k`` 1; ties go to the lowest id) or seeded sampling
+(temperature, then top-k, top-p and min-p filters; the random draw of row ``r`` at generated
+position ``n`` depends only on ``(seed[r], n)``, so it is reproducible and independent of the
+batch). A row stops with ``stop`` on an end id (when the request stops on end ids),
+``length`` at ``max_new_tokens`` (or the search ``max_length`` bound on prompt plus generated
+tokens) and ``context_length`` when the model's context is full.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RunError
+
+FINISH_STOP, FINISH_LENGTH, FINISH_CONTEXT = 1, 2, 3
+FINISH_CODES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_CONTEXT: "context_length"}
+
+DECODE_PARAMETERS = {
+    "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
+    "kv_inputs", "kv_outputs", "padding", "pad_token_id",
+}  # fmt: skip
+POLICY_PARAMETERS = {"eos_token_ids", "context_length", "max_length", "pad_token_id"}
+
+
+class AutoregressiveDecode:
+    """One decoder forward pass; the graph runs in ``graph`` (an executor's session)."""
+
+    contract = "onnx-genai.autoregressive-decode"
+
+    def __init__(self, component: str, parameters: dict, graph, templates: dict):
+        self.component = component
+        self.graph = graph
+        self.executor = graph.executor  # invocations are counted under the graph's executor
+        self.templates = templates  # past-KV input -> (dims with None for symbolic, dtype)
+        p = dict(parameters)
+        self.token_input = p["token_input"]
+        self.logits_output = p["logits_output"]
+        self.mask_input = p["attention_mask_input"] or None
+        self.position_input = p["position_ids_input"] or None
+        self.kv_inputs = list(p["kv_inputs"])
+        self.kv_outputs = list(p["kv_outputs"])
+        self.padding = p["padding"]
+        self.pad = int(p["pad_token_id"])
+
+    def run(self, inputs, outputs):
+        tokens = np.asarray(inputs["tokens"], dtype=np.int64)
+        batch, step = tokens.shape
+        lengths = np.asarray(inputs["lengths"], dtype=np.int64).reshape(-1)
+        lengths = np.where(lengths < 0, step, lengths)
+        if lengths.shape[0] != batch or (lengths > step).any():
+            raise RunError(
+                "H75",
+                f"component {self.component!r}: lengths {lengths.tolist()} do not fit "
+                f"{step} token column(s) per row",
+                hint="Pass each row's true prompt length (at most the padded width).",
+            )
+        past_mask = inputs.get("attention_mask")
+        if past_mask is None:
+            past_mask = np.zeros((batch, 0), dtype=np.int64)
+        past_mask = np.asarray(past_mask, dtype=np.int64)
+        columns = np.arange(step)[None, :]
+        if self.padding == "left":
+            new_mask = (columns >= (step - lengths)[:, None]).astype(np.int64)
+            source = columns - (step - lengths)[:, None]
+        else:
+            new_mask = (columns < lengths[:, None]).astype(np.int64)
+            source = columns
+        laid = np.where(
+            new_mask == 1, np.take_along_axis(tokens, np.clip(source, 0, step - 1), 1), self.pad
+        )
+        if self.mask_input is None and (new_mask == 0).any():
+            raise RunError(
+                "H75",
+                f"component {self.component!r}: rows of different lengths need an attention "
+                "mask, and this decoder graph takes none",
+                hint="Run the rows one at a time, or all with the same length.",
+            )
+        mask = np.concatenate([past_mask, new_mask], axis=1)
+        positions = np.cumsum(mask, axis=1) - 1
+        positions = np.clip(positions[:, -step:], 0, None).astype(np.int64)
+        feed = {self.token_input: laid.astype(np.int64)}
+        if self.mask_input is not None:
+            feed[self.mask_input] = mask
+        if self.position_input is not None:
+            feed[self.position_input] = positions
+        for name in self.kv_inputs:
+            value = inputs.get(name)
+            if value is None:
+                dims, dtype = self.templates[name]
+                shape = [batch if i == 0 else 0 if d is None else d for i, d in enumerate(dims)]
+                value = np.zeros(shape, dtype=dtype)
+            feed[name] = value
+        results = self.graph.run(feed, [self.logits_output, *self.kv_outputs])
+        logits = np.asarray(results[self.logits_output])
+        if logits.ndim == 3:
+            last = step - 1 if self.padding == "left" else np.maximum(lengths - 1, 0)
+            index = np.broadcast_to(np.asarray(last), (batch,))
+            logits = logits[np.arange(batch), index]
+        out = {
+            "logits": logits,
+            "attention_mask": mask,
+            "sequence_lengths": mask.sum(axis=1).astype(np.int64),
+        }
+        for name in self.kv_outputs:
+            out[name] = results[name]
+        return {port: out[port] for port in outputs}
+
+
+class TokenPolicy:
+    """Next-token selection and stop detection, per row."""
+
+    executor = "contract"  # runs in this runtime, not in a graph executor
+    contract = "onnx-genai.token-policy"
+
+    def __init__(self, component: str, parameters: dict):
+        p = dict(parameters)
+        self.component = component
+        self.eos = np.asarray(list(p["eos_token_ids"]), dtype=np.int64)
+        self.context_length = int(p["context_length"])
+        self.max_length = int(p["max_length"])
+        self.pad = int(p["pad_token_id"])
+        self.stop_on_eos = True
+
+    def begin_run(self, stop_on_eos: bool) -> None:
+        self.stop_on_eos = stop_on_eos
+
+    def run(self, inputs, outputs):
+        logits = np.asarray(inputs["logits"], dtype=np.float64)
+        batch = logits.shape[0]
+        active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
+        generated = np.asarray(inputs["generated"], dtype=np.int64).reshape(-1)
+        lengths = np.asarray(inputs["sequence_lengths"], dtype=np.int64).reshape(-1)
+        limit = int(np.asarray(inputs["max_new_tokens"]).reshape(-1)[0])
+        params = {
+            key: np.broadcast_to(np.asarray(inputs[key]).reshape(-1), (batch,))
+            for key in ("temperature", "top_k", "top_p", "min_p", "seed")
+        }
+        token = np.full(batch, self.pad, dtype=np.int64)
+        finish = np.zeros(batch, dtype=np.int64)
+        for r in np.flatnonzero(active):
+            token[r] = self._select(logits[r], r, int(generated[r]), params)
+            count, total = generated[r] + 1, lengths[r] + 1
+            if self.stop_on_eos and self.eos.size and token[r] in self.eos:
+                finish[r] = FINISH_STOP
+            elif count >= limit:
+                finish[r] = FINISH_LENGTH
+            elif self.context_length and total >= self.context_length:
+                finish[r] = FINISH_CONTEXT
+            elif self.max_length and total >= self.max_length:
+                finish[r] = FINISH_LENGTH
+        next_active = active & (finish == 0)
+        out = {
+            "token": token[:, None],
+            "next_active": next_active,
+            "done": ~next_active,
+            "generated": generated + active.astype(np.int64),
+            "finish_reason": finish,
+            "step_lengths": next_active.astype(np.int64),
+        }
+        return {port: out[port] for port in outputs}
+
+    @staticmethod
+    def _select(row: np.ndarray, r: int, position: int, params: dict) -> int:
+        temperature = float(params["temperature"][r])
+        top_k = int(params["top_k"][r])
+        if temperature <= 0.0 or top_k == 1:
+            return int(np.argmax(row))
+        scores = row / temperature
+        order = np.argsort(-scores, kind="stable")
+        keep = np.ones(scores.size, dtype=bool)
+        if 0 < top_k < scores.size:
+            keep[order[top_k:]] = False
+        probs = np.exp(scores - scores.max()) * keep
+        probs /= probs.sum()
+        top_p = float(params["top_p"][r])
+        if top_p < 1.0:
+            sorted_probs = probs[order]
+            cumulative = np.cumsum(sorted_probs)
+            cut = int(np.searchsorted(cumulative, top_p)) + 1
+            keep[order[cut:]] = False
+        min_p = float(params["min_p"][r])
+        if min_p > 0.0:
+            keep &= probs >= min_p * probs.max()
+        probs = probs * keep
+        probs /= probs.sum()
+        seed = int(params["seed"][r]) % (1 << 63)
+        rng = np.random.default_rng([seed, position])
+        return int(rng.choice(scores.size, p=probs))
+
+
+# ------------------------------------------------------------------ load-time checks
+
+REQUIRED_PORTS = {
+    "onnx-genai.autoregressive-decode": (
+        ("tokens", "lengths"),
+        ("logits", "attention_mask", "sequence_lengths"),
+    ),
+    "onnx-genai.token-policy": (
+        ("logits", "active", "generated", "sequence_lengths", "max_new_tokens", "temperature",
+         "top_k", "top_p", "min_p", "seed"),
+        ("token", "next_active", "done", "generated", "finish_reason", "step_lengths"),
+    ),
+}  # fmt: skip
+KNOWN_PARAMETERS = {
+    "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
+    "onnx-genai.token-policy": POLICY_PARAMETERS,
+}
+
+
+def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
+    """What a runtime-contract component declares that its executor cannot run with (rule
+    C92): ``[(path below the component, message)]``."""
+    from ..package.artifacts import confine, load_model, signature
+
+    known = KNOWN_PARAMETERS.get(contract.id)
+    if known is None:
+        return []
+    parameters = dict(contract.parameters)
+    found = []
+    for key in sorted(known - set(parameters)):
+        found.append((("contract", "parameters"), f"parameter {key!r} is missing"))
+    for key in sorted(set(parameters) - known):
+        found.append((("contract", "parameters", key), f"parameter {key!r} is unknown"))
+    need_in, need_out = REQUIRED_PORTS[contract.id]
+    declared_in = set((ports.inputs or {}) if ports else ())
+    declared_out = set((ports.outputs or {}) if ports else ())
+    for port in need_in:
+        if port not in declared_in:
+            found.append((("ports", "inputs"), f"input port {port!r} is not declared"))
+    for port in need_out:
+        if port not in declared_out:
+            found.append((("ports", "outputs"), f"output port {port!r} is not declared"))
+    if contract.id != AutoregressiveDecode.contract or found:
+        return found
+    if parameters["padding"] not in ("left", "right"):
+        found.append((("contract", "parameters", "padding"), "padding is not left or right"))
+    path, problem = confine(root, str(parameters["artifact"]))
+    if problem:
+        return [*found, (("contract", "parameters", "artifact"), problem)]
+    try:
+        sig = signature(load_model(path), path)
+    except Exception as exc:  # onnx raises DecodeError, ParseError, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]
+    graph_inputs = [parameters["token_input"], *parameters["kv_inputs"]]
+    graph_inputs += [
+        parameters[k] for k in ("attention_mask_input", "position_ids_input") if parameters[k]
+    ]
+    for name in graph_inputs:
+        if name not in sig.inputs:
+            found.append((("contract", "parameters"), f"the decoder graph has no input {name!r}"))
+    for name in (parameters["logits_output"], *parameters["kv_outputs"]):
+        if name not in sig.outputs:
+            found.append((("contract", "parameters"), f"the decoder graph has no output {name!r}"))
+    if len(parameters["kv_inputs"]) != len(parameters["kv_outputs"]):
+        found.append((("contract", "parameters", "kv_outputs"), "kv_inputs and kv_outputs differ"))
+    for name in parameters["kv_inputs"]:
+        if name not in declared_in:
+            found.append((("ports", "inputs"), f"KV input port {name!r} is not declared"))
+    for name in parameters["kv_outputs"]:
+        if name not in declared_out:
+            found.append((("ports", "outputs"), f"KV output port {name!r} is not declared"))
+    return found
+
+
+# ------------------------------------------------------------------ construction
+
+
+def build_contract_session(package, name: str, comp, onnx_executor):
+    """The session of a ``binding`` component keyed to a runtime contract (its parameters and
+    ports were checked at load, rule C92)."""
+    from ..package.artifacts import load_model, signature
+    from ..workflow.tensors import numpy_dtype
+
+    contract = comp.contract
+    parameters = dict(contract.parameters)
+    if contract.id == TokenPolicy.contract:
+        return TokenPolicy(name, parameters)
+    path = package.root / str(parameters["artifact"])
+    sig = signature(load_model(path), path)
+    templates = {}
+    for kv in parameters["kv_inputs"]:
+        value = sig.inputs[kv]
+        dims = tuple(d if isinstance(d, int) else None for d in value.dims or ())
+        templates[kv] = (dims, numpy_dtype(value.dtype))
+    return AutoregressiveDecode(name, parameters, onnx_executor.load(name, path), templates)

@@ -1,0 +1,374 @@
+"""The canonical workflow of a bare decoder: a pure function of its :class:`DecoderABI`.
+
+The document is what an author would write for the decoder by hand: a prefill in the loop's
+setup, then per iteration the token policy, a per-row emit and one decode step, with the KV
+cells in a runtime-managed state service group. Both components are ``binding`` components
+keyed by contract id, run by this runtime's contract executors
+(``reference_runtime.contracts.decoding``); the decoder graph itself runs beneath them through
+the ordinary component seam (ONNX Runtime or the native executor).
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from .abi import DecoderABI
+
+DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
+POLICY_CONTRACT = "onnx-genai.token-policy"
+CONTRACT_VERSION = "1"
+# Finish-reason codes in the `finish_reasons` output (0: the row is still running).
+FINISH_REASONS = {1: "stop", 2: "length", 3: "context_length"}
+
+
+def _contract(dtype: str, *shape, aligned: bool = True, optional: bool = False) -> dict:
+    out: dict = {"dtype": dtype, "rank": len(shape), "shape": list(shape)}
+    if aligned:
+        out["batch_layout"] = {"kind": "request_aligned", "axis": 0}
+    if optional:
+        out["optional"] = True
+    return out
+
+
+def _request(contract: dict, role: str, default=None) -> dict:
+    out = {
+        "contract": contract,
+        "role": {"kind": "runtime", "version": "1.0", "role": role},
+        "source": {"kind": "request"},
+        "required": default is None,
+    }
+    if default is not None:
+        out["default"] = default
+    return out
+
+
+def _literal(contract: dict, value) -> dict:
+    return {
+        "contract": contract,
+        "role": {"kind": "opaque"},
+        "source": {"kind": "literal"},
+        "required": False,
+        "default": value,
+    }
+
+
+def _cell(contract: dict, initializer: str, recurrence: dict, **extra) -> dict:
+    return {
+        "contract": contract,
+        "scope": "invocation",
+        "class": "semantic",
+        "initializer": initializer,
+        "recurrence": recurrence,
+        **extra,
+    }
+
+
+def _cell_name(pair) -> str:
+    return f"kv_{pair.layer}_{pair.role}"
+
+
+def default_max_new_tokens(abi: DecoderABI) -> int:
+    """The request default for ``max_new_tokens``: the search bound, else the context bound."""
+    for bound in (abi.search.get("max_length"), abi.context_length):
+        if isinstance(bound, int) and bound > 0:
+            return bound
+    return 256
+
+
+def lower_abi(abi: DecoderABI) -> dict:
+    batch = _contract
+    vocab = abi.vocab_size
+    kv_inputs = {
+        p.input: _contract(abi.kv_dtype, *p.shape, optional=True) for p in abi.kv
+    }  # past, absent at prefill
+    kv_outputs = {
+        p.output: _contract(
+            abi.kv_dtype, *("total_sequence" if d == "past_sequence" else d for d in p.shape)
+        )
+        for p in abi.kv
+    }
+    decoder = {
+        "implementation": {"kind": "binding"},
+        "ports": {
+            "inputs": {
+                "tokens": batch("int64", "batch", "step"),
+                "lengths": batch("int64", "batch"),
+                "attention_mask": batch("int64", "batch", "past_sequence", optional=True),
+                **kv_inputs,
+            },
+            "outputs": {
+                "logits": batch(abi.logits_dtype, "batch", vocab),
+                "attention_mask": batch("int64", "batch", "total_sequence"),
+                "sequence_lengths": batch("int64", "batch"),
+                **kv_outputs,
+            },
+        },
+        "contract": {
+            "id": DECODE_CONTRACT,
+            "version": CONTRACT_VERSION,
+            "bindings": {"tokens": "tokens", "logits": "logits"},
+            "parameters": {
+                "artifact": abi.artifact,
+                "token_input": abi.token_input,
+                "logits_output": abi.logits_output,
+                "attention_mask_input": abi.attention_mask_input or "",
+                "position_ids_input": abi.position_ids_input or "",
+                "kv_inputs": [p.input for p in abi.kv],
+                "kv_outputs": [p.output for p in abi.kv],
+                "padding": abi.padding,
+                "pad_token_id": abi.pad_token_id,
+            },
+        },
+    }
+    policy_parameters = {
+        "eos_token_ids": list(abi.eos_token_ids),
+        "context_length": abi.context_length or 0,
+        "max_length": int(abi.search.get("max_length") or 0),
+        "pad_token_id": abi.pad_token_id,
+    }
+    policy = {
+        "implementation": {"kind": "binding"},
+        "ports": {
+            "inputs": {
+                "logits": batch(abi.logits_dtype, "batch", vocab),
+                "active": batch("bool", "batch"),
+                "generated": batch("int64", "batch"),
+                "sequence_lengths": batch("int64", "batch"),
+                "max_new_tokens": _contract("int64", 1, aligned=False),
+                "temperature": batch("float32", "batch"),
+                "top_k": batch("int64", "batch"),
+                "top_p": batch("float32", "batch"),
+                "min_p": batch("float32", "batch"),
+                "seed": batch("int64", "batch"),
+            },
+            "outputs": {
+                "token": batch("int64", "batch", 1),
+                "next_active": batch("bool", "batch"),
+                "done": batch("bool", "batch"),
+                "generated": batch("int64", "batch"),
+                "finish_reason": batch("int64", "batch"),
+                "step_lengths": batch("int64", "batch"),
+            },
+        },
+        "contract": {
+            "id": POLICY_CONTRACT,
+            "version": CONTRACT_VERSION,
+            "bindings": {"logits": "logits", "token": "token"},
+            "parameters": policy_parameters,
+        },
+    }
+    search = abi.search
+    sampling = search.get("do_sample", False)
+    inputs = {
+        "request.prompt_tokens": _request(
+            batch("int64", "batch", "prompt_sequence"), "prompt_tokens"
+        ),
+        "request.prompt_lengths": {
+            "contract": batch("int64", "batch"),
+            "role": {"kind": "opaque"},
+            "source": {"kind": "application", "name": "prompt_lengths"},
+            "required": False,
+            "default": -1,
+        },
+        "request.max_new_tokens": _request(
+            _contract("int64", 1, aligned=False), "max_output_tokens", default_max_new_tokens(abi)
+        ),
+        "request.temperature": _request(
+            batch("float32", "batch"),
+            "sampling_temperature",
+            float(search.get("temperature", 1.0)) if sampling else 0.0,
+        ),
+        "request.top_k": _request(
+            batch("int64", "batch"),
+            "sampling_top_k",
+            int(search.get("top_k", 0)) if sampling else 1,
+        ),
+        "request.top_p": _request(
+            batch("float32", "batch"), "sampling_top_p", float(search.get("top_p", 1.0))
+        ),
+        "request.min_p": _request(batch("float32", "batch"), "sampling_min_p", 0.0),
+        "request.seed": _request(
+            batch("int64", "batch"), "seed", max(int(search.get("random_seed", 0)), 0)
+        ),
+        "package.active": _literal(batch("bool", "batch"), True),
+        "package.zero": _literal(batch("int64", "batch"), 0),
+        "package.one": _literal(_contract("int64", 1, aligned=False), 1),
+        # every row accepts one token per decode step
+        "package.one_row": _literal(batch("int64", "batch"), 1),
+    }
+    outputs = {
+        "tokens": {
+            "contract": batch("int64", "batch", "generated_sequence"),
+            "role": "tokens",
+        },
+        "finish_reasons": {"contract": batch("int64", "batch"), "role": "tensor"},
+    }
+    invariant = {"kind": "invariant"}
+    state = {
+        "logits": _cell(batch(abi.logits_dtype, "batch", vocab), "prefill.logits", invariant),
+        "active": _cell(batch("bool", "batch"), "package.active", invariant),
+        "done": _cell(batch("bool", "batch"), "package.zero_done", invariant),
+        "generated": _cell(batch("int64", "batch"), "package.zero", invariant),
+        "finish_reason": _cell(batch("int64", "batch"), "package.zero", invariant),
+        "sequence_lengths": _cell(batch("int64", "batch"), "prefill.sequence_lengths", invariant),
+        "attention_mask": _cell(
+            batch("int64", "batch", "mask_sequence"),
+            "prefill.attention_mask",
+            {"kind": "growing", "axis": 1, "increment": "package.one"},
+        ),
+    }
+    inputs["package.zero_done"] = _literal(batch("bool", "batch"), False)
+    # The conversation of a session: each turn's prompt is what it holds followed by the new
+    # tokens; after the turn it holds that prompt plus the tokens the turn published.
+    state["conversation"] = {
+        "contract": _contract("int64", 1, "conversation", aligned=False),
+        "scope": "session",
+        "class": "semantic",
+        "recurrence": {"kind": "growing", "axis": 1, "increment": "package.one"},
+        "management": "runtime",
+        "release_boundary": "session",
+        "session": {
+            "policy": "exclusive",
+            "continuation": {
+                "kind": "prompt_prefix",
+                "prompt_input": "request.prompt_tokens",
+                "tokens_output": "tokens",
+            },
+        },
+    }
+
+    group_ports = {}
+    for pair in abi.kv:
+        name = _cell_name(pair)
+        state[name] = _cell(
+            _contract(abi.kv_dtype, *pair.shape),
+            f"prefill.{pair.output}",
+            {"kind": "growing", "axis": abi.sequence_axis, "increment": "package.one_row"},
+            service_group="decoder_cache",
+            management="runtime",
+            release_boundary="invocation",
+        )
+        group_ports[name] = {
+            "input": pair.input,
+            "output": pair.output,
+            "role": pair.role,
+            "layer": pair.layer,
+        }
+    serving = {
+        "active": "active",
+        "done": "done",
+        "accepted_len": "package.one_row",
+        "state_service": {
+            "groups": {
+                "decoder_cache": {
+                    "kind": "full_attention",
+                    "layout": "bnsh" if abi.sequence_axis == 2 else f"axis{abi.sequence_axis}",
+                    "sequence_axis": abi.sequence_axis,
+                    "logical_lengths": "sequence_lengths",
+                    "aliasing": "forbidden",
+                    "ports": {"decoder": group_ports},
+                }
+            }
+        },
+    }
+    prefill = {
+        "kind": "invoke",
+        "component": "decoder",
+        "inputs": {"tokens": "request.prompt_tokens", "lengths": "request.prompt_lengths"},
+        "outputs": {
+            "logits": "prefill.logits",
+            "attention_mask": "prefill.attention_mask",
+            "sequence_lengths": "prefill.sequence_lengths",
+            **{p.output: f"prefill.{p.output}" for p in abi.kv},
+        },
+    }
+    select = {
+        "kind": "invoke",
+        "component": "policy",
+        "inputs": {
+            "logits": "logits",
+            "active": "active",
+            "generated": "generated",
+            "sequence_lengths": "sequence_lengths",
+            "max_new_tokens": "request.max_new_tokens",
+            "temperature": "request.temperature",
+            "top_k": "request.top_k",
+            "top_p": "request.top_p",
+            "min_p": "request.min_p",
+            "seed": "request.seed",
+        },
+        "outputs": {
+            "token": "step.token",
+            "next_active": "step.active",
+            "done": "step.done",
+            "generated": "step.generated",
+            "finish_reason": "step.finish_reason",
+            "step_lengths": "step.lengths",
+        },
+    }
+    emit = {
+        "kind": "emit",
+        "value": "step.token",
+        "output": "tokens",
+        "mode": "append",
+        "when": "active",
+    }
+    decode = {
+        "kind": "invoke",
+        "component": "decoder",
+        "inputs": {
+            "tokens": "step.token",
+            "lengths": "step.lengths",
+            "attention_mask": "attention_mask",
+            **{p.input: _cell_name(p) for p in abi.kv},
+        },
+        "outputs": {
+            "logits": "step.logits",
+            "attention_mask": "step.attention_mask",
+            "sequence_lengths": "step.sequence_lengths",
+            **{p.output: f"step.{p.output}" for p in abi.kv},
+        },
+    }
+    carried = [
+        {"cell": "logits", "next": "step.logits"},
+        {"cell": "active", "next": "step.active"},
+        {"cell": "done", "next": "step.done"},
+        {"cell": "generated", "next": "step.generated"},
+        {"cell": "finish_reason", "next": "step.finish_reason"},
+        {"cell": "sequence_lengths", "next": "step.sequence_lengths"},
+        {"cell": "attention_mask", "next": "step.attention_mask"},
+        *({"cell": _cell_name(p), "next": f"step.{p.output}"} for p in abi.kv),
+    ]
+    loop = {
+        "kind": "loop",
+        "setup": [prefill],
+        "steps": [select, emit, decode],
+        "continue_when": "active",
+        "max_iterations": "request.max_new_tokens",
+        "carried": carried,
+    }
+    finish = {"kind": "emit", "value": "finish_reason", "output": "finish_reasons"}
+    capabilities = [
+        "workflow_ssa", "linear_effects", "nested_control_flow", "typed_emit",
+        "loop_carried_state", "control_flow_loop", "serving_service_contract", "kv_cache",
+        "session_state_lease",
+    ]  # fmt: skip
+    return {
+        "schema_version": "1.0",
+        "pipeline": {
+            "workflow": {
+                "manifest": {"capabilities": capabilities},
+                "inputs": inputs,
+                "outputs": outputs,
+                "components": {"decoder": decoder, "policy": policy},
+                "state": state,
+                "serving": serving,
+                "steps": [loop, finish],
+            }
+        },
+    }
+
+
+def to_yaml(document: dict) -> str:
+    """Deterministic YAML text (insertion order, block style, no line folding)."""
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)

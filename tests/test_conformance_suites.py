@@ -1,0 +1,205 @@
+"""The run-time suites' teeth: events in the protocol and the goldens, run-time refusals in the
+fail-closed suite, executor parity, and fixture regeneration."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from conformance import goldens
+from conformance.cases import catalogue as catalogue_module
+from conformance.cases.catalogue import catalogue
+from conformance.certify import certify
+from conformance.protocol import Refused, decode_result, encode_result
+from conformance.runtimes.reference import ReferenceRuntime, available_executors
+from fixtures.generators import RUN_CASES
+
+EVENTS = "events_and_appends/three_steps"
+
+
+def cases(*ids: str):
+    by_id = {c.id: c for c in catalogue()}
+    return [by_id[i] for i in ids]
+
+
+def statuses(spec: str, ids) -> dict[str, tuple[str, str]]:
+    _, results = certify(spec, {}, 2, None, progress=False, cases=cases(*ids))
+    return {r.case.id: (r.status, r.got) for r in results}
+
+
+# ------------------------------------------------------------------ events
+
+
+def test_events_travel_exactly_through_the_protocol():
+    result = {
+        "outputs": {"y": np.arange(3, dtype=np.float32)},
+        "tokens": None,
+        "finish_reasons": None,
+        "events": {"latest": [np.array([[1.5, 2.0]], np.float32)] * 2, "step": []},
+    }
+    back = decode_result(json.loads(json.dumps(encode_result(result))))
+    assert sorted(back["events"]) == ["latest", "step"]
+    assert back["events"]["step"] == []
+    for got in back["events"]["latest"]:
+        np.testing.assert_array_equal(got, result["events"]["latest"][0])
+        assert got.dtype == np.float32
+
+
+def test_a_golden_pins_the_events_of_the_event_fixture():
+    golden = goldens.load(EVENTS)
+    (result,) = golden["results"]
+    assert sorted(result["events"]) == ["latest", "progress"]
+    assert len(result["events"]["latest"]) == 3
+
+
+class DropsEvents(ReferenceRuntime):
+    def run(self, handle, request):
+        return {**super().run(handle, request), "events": {}}
+
+
+def drops_events():
+    return DropsEvents()
+
+
+def test_a_runtime_that_drops_events_fails_the_golden():
+    got = statuses(f"python:{__name__}:drops_events", [f"golden/{EVENTS}"])
+    status, text = got[f"golden/{EVENTS}"]
+    assert status == "failed" and "event outputs" in text
+
+
+def test_events_cross_the_json_lines_transport():
+    spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
+    ids = [f"golden/{EVENTS}", f"rows/{EVENTS.replace('three_steps', 'batch')}"]
+    assert {s for s, _ in statuses(spec, ids).values()} == {"passed"}
+
+
+# ------------------------------------------------------------------ run-time refusals
+
+
+def test_every_run_time_refusal_of_a_run_case_is_a_fail_closed_case():
+    run_time = {c.id: c for c in catalogue() if c.id.startswith("fail_closed/run/")}
+    refusing = {c.id for c in RUN_CASES if any("error" in r for r in goldens.load(c.id)["results"])}
+    assert {i.removeprefix("fail_closed/run/") for i in run_time} == refusing
+    codes = {c.rule for c in run_time.values()}
+    assert {"D44", "E56", "E57", "E58", "G87", "G88", "H75", "H84"} <= codes
+    assert all(c.suite == "fail_closed" for c in run_time.values())
+
+
+class PublishesAnyway(ReferenceRuntime):
+    """Turns every run-time refusal into an empty result: publishing where it must refuse."""
+
+    def run(self, handle, request):
+        try:
+            return super().run(handle, request)
+        except Refused:
+            return {"outputs": {}, "tokens": None, "finish_reasons": None}
+
+
+def publishes_anyway():
+    return PublishesAnyway()
+
+
+class WrongCode(ReferenceRuntime):
+    def run(self, handle, request):
+        try:
+            return super().run(handle, request)
+        except Refused as exc:
+            raise Refused("run", exc.message, "C86") from exc
+
+
+def wrong_code():
+    return WrongCode()
+
+
+def test_run_time_refusals_must_refuse_with_their_code():
+    ids = ["fail_closed/run/scatter_cache/cursor_at_capacity_refused",
+           "fail_closed/run/arithmetic_decoder/context_overflow_refused",
+           "fail_closed/run/session_counter/unknown_session_refused"]  # fmt: skip
+    assert {s for s, _ in statuses("reference", ids).values()} == {"passed"}
+    for spec, words in ((f"python:{__name__}:publishes_anyway", "instead of"),
+                        (f"python:{__name__}:wrong_code", "refused with C86")):  # fmt: skip
+        for status, text in statuses(spec, ids).values():
+            assert status == "failed" and words in text, text
+
+
+# ------------------------------------------------------------------ parity
+
+
+def test_the_reference_runtime_declares_its_executors():
+    info = ReferenceRuntime().describe()
+    assert info["executors"][:2] == ["ort", "native"]
+    assert set(info["executors"]) == set(available_executors())
+    assert "parity" in info["features"]
+
+
+class NativeDrifts(ReferenceRuntime):
+    """The native executor's float outputs drift by 1e-3 (beyond the goldens' tolerance)."""
+
+    def run(self, handle, request):
+        result = super().run(handle, request)
+        if handle.executor == "native":
+            result["outputs"] = {
+                k: v + np.float32(1e-3) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+                for k, v in result["outputs"].items()
+            }
+        return result
+
+
+def native_drifts():
+    return NativeDrifts()
+
+
+class OneExecutor(ReferenceRuntime):
+    def describe(self):
+        info = super().describe()
+        del info["executors"]
+        return info
+
+    def load(self, package_dir):  # a runtime that knows nothing of executors
+        return super().load(package_dir)
+
+
+def one_executor():
+    return OneExecutor()
+
+
+def test_parity_compares_every_pair_of_executors():
+    ids = [f"parity/{EVENTS}", "parity/arithmetic_decoder/greedy_single"]
+    got = statuses("reference", ids)
+    assert all(s == "passed" and "ort, native agree" in t for s, t in got.values()), got
+    drift = statuses(f"python:{__name__}:native_drifts", ids)
+    assert drift[ids[0]][0] == "failed" and "ort vs native" in drift[ids[0]][1]
+    assert drift[ids[1]][0] == "passed"  # integer outputs only: nothing drifts
+
+
+def test_parity_with_one_executor_is_judged_against_the_goldens():
+    got = statuses(f"python:{__name__}:one_executor", [f"parity/{EVENTS}"])
+    status, text = got[f"parity/{EVENTS}"]
+    assert status == "passed" and "against the golden" in text
+
+
+def test_parity_through_the_json_lines_transport():
+    spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
+    status, text = statuses(spec, [f"parity/{EVENTS}"])[f"parity/{EVENTS}"]
+    assert status == "passed" and "ort, native agree" in text
+
+
+# ------------------------------------------------------------------ fixture regeneration
+
+
+@pytest.mark.parametrize("package", ["session_counter", "lora"])
+def test_fixture_regeneration_matches_the_manifest(package, tmp_path, monkeypatch):
+    ident = f"fixtures/{package}"
+    assert statuses("reference", [ident])[ident][0] == "passed"
+    manifest = json.loads(catalogue_module.MANIFEST_PATH.read_text())
+    name = sorted(manifest[package])[0]
+    manifest[package][name] = "0" * 64
+    manifest[package]["missing.onnx"] = "0" * 64
+    tampered = tmp_path / "manifest.json"
+    tampered.write_text(json.dumps(manifest))
+    monkeypatch.setattr(catalogue_module, "MANIFEST_PATH", tampered)
+    status, text = statuses("reference", [ident])[ident]
+    assert status == "failed" and "missing.onnx: not regenerated" in text and name in text

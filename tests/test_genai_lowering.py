@@ -1,0 +1,186 @@
+"""Decoders in onnxruntime-genai's layout (and the same decoder as legacy `model.io`), lowered at
+load and run through the one interpreter, against onnxruntime-genai itself as the oracle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fixtures import package_path
+from reference_runtime import Engine, PackageError
+from reference_runtime.errors import RunError
+from tests.genai_oracle import genai_greedy
+
+GENAI = ["genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos"]
+# package -> the onnxruntime-genai folder holding the same decoder
+ORACLE = {name: name for name in GENAI} | {"model_io_decoder": "genai_decoder"}
+
+try:
+    import onnxruntime_genai  # noqa: F401
+
+    HAVE_GENAI = True
+except ImportError:  # pragma: no cover - platforms without onnxruntime-genai wheels
+    HAVE_GENAI = False
+needs_genai = pytest.mark.skipif(not HAVE_GENAI, reason="onnxruntime-genai is not installed")
+
+
+def prompts(seed: int, vocab: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    lengths = [1, 5, 3, 7]
+    return [rng.integers(4, vocab, size=n).tolist() for n in lengths]
+
+
+def vocab_of(name: str) -> int:
+    config = json.loads((package_path(ORACLE[name]) / "genai_config.json").read_text())
+    return config["model"]["vocab_size"]
+
+
+@pytest.fixture(scope="module")
+def engines():
+    cache = {}
+
+    def get(name, executor):
+        if (name, executor) not in cache:
+            cache[name, executor] = Engine.from_dir(package_path(name), executor=executor)
+        return cache[name, executor]
+
+    return get
+
+
+@needs_genai
+@pytest.mark.parametrize("executor", ["ort", "native"])
+@pytest.mark.parametrize("name", sorted(ORACLE))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_tokens_equal_onnxruntime_genai(name, executor, seed, engines):
+    engine = engines(name, executor)
+    rows = prompts(seed, vocab_of(name))
+    want = genai_greedy(package_path(ORACLE[name]), rows, 8)
+    solo = [engine.run(prompt=[row], max_new_tokens=8).tokens[0] for row in rows]
+    assert solo == want
+    batched = engine.run(prompt=rows, max_new_tokens=8)  # rows of different lengths
+    assert batched.tokens == want
+    eos = set(engine.package.metadata.workflow.components["policy"].contract.parameters[
+        "eos_token_ids"
+    ])  # fmt: skip
+    for tokens, reason in zip(batched.tokens, batched.finish_reasons, strict=True):
+        assert reason == ("stop" if tokens[-1] in eos and len(tokens) <= 8 else "length")
+
+
+def test_multiple_end_ids_each_stop_a_row(engines):
+    engine = engines("genai_decoder_multi_eos", "ort")
+    ends = set()
+    for seed in range(12):
+        result = engine.run(prompt=prompts(seed, 72), max_new_tokens=24)
+        ends |= {
+            t[-1] for t, r in zip(result.tokens, result.finish_reasons, strict=True) if r == "stop"
+        }
+    assert ends == {2, 3}
+
+
+@pytest.mark.parametrize("name", ["genai_decoder", "model_io_decoder"])
+def test_lowering_is_byte_identical_across_processes(name):
+    outs = {
+        subprocess.run(
+            [sys.executable, "-m", "reference_runtime", "lower", str(package_path(name))],
+            capture_output=True,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    }
+    assert len(outs) == 1
+
+
+def test_counters_prove_the_native_path(engines):
+    engine = Engine.from_dir(package_path("genai_decoder_gqa"), executor="native")
+    result = engine.run(prompt=[[5, 6], [7]], max_new_tokens=4)
+    counters = engine.counters
+    steps = max(len(t) for t in result.tokens)
+    assert counters["contract_executions"]["onnx-genai.autoregressive-decode"] == 1 + steps
+    assert counters["contract_executions"]["onnx-genai.token-policy"] == steps
+    assert counters["invocations"]["decoder"] == {"native": 1 + steps}
+    assert set(counters["sessions_created"]) == {"native"}
+
+
+def test_seeded_sampling_is_reproducible_and_rows_are_independent(engines):
+    engine = engines("genai_decoder", "ort")
+    rows = prompts(3, 96)
+    kw = dict(max_new_tokens=10, greedy=False, temperature=1.5, top_k=20, top_p=0.95)
+    a = engine.run(prompt=rows, seed=7, **kw).tokens
+    assert a == engine.run(prompt=rows, seed=7, **kw).tokens
+    assert a != engine.run(prompt=rows, seed=8, **kw).tokens
+    assert a != engine.run(prompt=rows, max_new_tokens=10).tokens  # not greedy
+    solo = [engine.run(prompt=[row], seed=7, **kw).tokens[0] for row in rows]
+    assert solo == a
+
+
+def test_sampling_filters_are_honoured(engines):
+    engine = engines("genai_decoder", "ort")
+    greedy = engine.run(prompt=[[5, 6, 7]], max_new_tokens=6).tokens
+    # top_k=1 (or a tiny top_p) leaves only the most likely token: sampling equals greedy.
+    kw = dict(max_new_tokens=6, greedy=False, temperature=2.0, seed=11)
+    assert engine.run(prompt=[[5, 6, 7]], top_k=1, **kw).tokens == greedy
+    assert engine.run(prompt=[[5, 6, 7]], top_p=1e-6, **kw).tokens == greedy
+    assert engine.run(prompt=[[5, 6, 7]], min_p=1.0, **kw).tokens == greedy
+
+
+@pytest.mark.parametrize("executor", ["ort", "native"])
+def test_session_turns_equal_one_request_with_the_whole_conversation(executor, engines):
+    engine = engines("genai_decoder_gqa", executor)
+    sid = engine.create_session()
+    first = engine.run(prompt=[[5, 6, 7]], max_new_tokens=4, session_id=sid).tokens[0]
+    second = engine.run(prompt=[[9, 10]], max_new_tokens=4, session_id=sid).tokens[0]
+    whole = engine.run(prompt=[[5, 6, 7, *first, 9, 10]], max_new_tokens=4).tokens[0]
+    assert second == whole
+    assert engine.session_token_count(sid) == 3 + len(first) + 2 + len(second)
+    engine.close_session(sid)
+
+
+def test_context_length_ends_rows(engines):
+    engine = engines("genai_decoder_multi_eos", "ort")  # context 48
+    long = list(range(4, 50))  # 46 tokens
+    result = engine.run(prompt=[long], max_new_tokens=10, stop_on_eos=False)
+    assert len(result.tokens[0]) == 2 and result.finish_reasons == ["context_length"]
+
+
+def test_a_text_prompt_without_a_tokenizer_is_refused(engines):
+    engine = engines("genai_decoder", "ort")
+    with pytest.raises(RunError) as caught:
+        engine.run(prompt="hello", max_new_tokens=2)
+    assert "tokenizer" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("edit", "location"),
+    [
+        (lambda c: c.update(extra=1), '["genai_config.json"].extra'),
+        (lambda c: c["search"].update(num_beams=4), '["genai_config.json"].search.num_beams'),
+        (
+            lambda c: c["search"].update(repetition_penalty=1.2),
+            '["genai_config.json"].search.repetition_penalty',
+        ),
+        (lambda c: c["model"].update(type="whisper"), '["genai_config.json"].model.type'),
+        (
+            lambda c: c["model"]["decoder"]["inputs"].update(input_ids="ids"),
+            '["genai_config.json"].model.decoder.inputs.input_ids',
+        ),
+        (
+            lambda c: c["model"]["decoder"].update(filename="../model.onnx"),
+            '["genai_config.json"].model.decoder.filename',
+        ),
+    ],
+)
+def test_a_config_that_cannot_be_lowered_is_refused_naming_the_key(edit, location, tmp_path):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("genai_decoder"), root)
+    config = json.loads((root / "genai_config.json").read_text())
+    edit(config)
+    (root / "genai_config.json").write_text(json.dumps(config))
+    with pytest.raises(PackageError) as caught:
+        Engine.from_dir(root)
+    assert set(caught.value.codes) == {"H91"}
+    assert caught.value.violations[0].location == location
