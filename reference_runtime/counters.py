@@ -6,6 +6,8 @@
 - ``sessions_created``: executor -> count (ONNX Runtime / native sessions, once per component);
 - ``contract_executions``: contract id -> count (runtime-supplied contract executors);
 - ``adapter_cache``: loads / hits / evictions of the LoRA adapter cache;
+- ``prefix_reuse``: session turns whose prefill continued kept KV (``hits``) and the prompt
+  tokens that were therefore not run again (``tokens``);
 - ``materialisations``: host_to_device / device_to_host copies;
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
 """
@@ -21,6 +23,7 @@ class Counters:
         self.sessions_created: Counter = Counter()
         self.contract_executions: Counter = Counter()
         self.adapter_cache: Counter = Counter()
+        self.prefix_reuse: Counter = Counter()
         self.materialisations: Counter = Counter()
         self.runs = 0
         self.loop_iterations = 0
@@ -36,6 +39,7 @@ class Counters:
             "adapter_cache": {
                 key: self.adapter_cache.get(key, 0) for key in ("loads", "hits", "evictions")
             },
+            "prefix_reuse": {key: self.prefix_reuse.get(key, 0) for key in ("hits", "tokens")},
             "materialisations": {
                 key: self.materialisations.get(key, 0)
                 for key in ("host_to_device", "device_to_host")

@@ -177,11 +177,18 @@ class Engine:
     def reset_session(self, sid: str) -> None:
         with self._lock:
             self._session(sid).clear()
+            self._forget_kept(sid)
 
     def close_session(self, sid: str) -> None:
         with self._lock:
             self._session(sid)
             del self._stored[sid]
+            self._forget_kept(sid)
+
+    def _forget_kept(self, sid: str) -> None:
+        for session in self._sessions.values():
+            if hasattr(session, "forget"):
+                session.forget(sid)
 
     # ------------------------------------------------------------------ running
 
@@ -239,7 +246,7 @@ class Engine:
                 self._session(session_id)
         for session in self._sessions.values():
             if hasattr(session, "begin_run"):
-                session.begin_run(stop_on_eos)
+                session.begin_run(stop_on_eos, session_id)
         bound = self._binder.bind(request)
         selection = select_adapters(self.package, bound.values)
         for session in self._sessions.values():

@@ -133,7 +133,13 @@ def test_session_turns_equal_one_request_with_the_whole_conversation(executor, e
     engine = engines("genai_decoder_gqa", executor)
     sid = engine.create_session()
     first = engine.run(prompt=[[5, 6, 7]], max_new_tokens=4, session_id=sid).tokens[0]
+    before = dict(engine.counters["prefix_reuse"])
     second = engine.run(prompt=[[9, 10]], max_new_tokens=4, session_id=sid).tokens[0]
+    reuse = engine.counters["prefix_reuse"]
+    # The KV was kept: the prompt and every generated token but the last (which ended the
+    # turn and was never run through the decoder) are not run again.
+    assert reuse["hits"] - before["hits"] == 1
+    assert reuse["tokens"] - before["tokens"] == 3 + len(first) - 1
     whole = engine.run(prompt=[[5, 6, 7, *first, 9, 10]], max_new_tokens=4).tokens[0]
     assert second == whole
     assert engine.session_token_count(sid) == 3 + len(first) + 2 + len(second)
@@ -184,3 +190,17 @@ def test_a_config_that_cannot_be_lowered_is_refused_naming_the_key(edit, locatio
         Engine.from_dir(root)
     assert set(caught.value.codes) == {"H91"}
     assert caught.value.violations[0].location == location
+
+
+@needs_genai
+@pytest.mark.parametrize("name", ["genai_decoder", "model_io_decoder"])
+def test_cli_run_gives_onnxruntime_genai_tokens(name, capsys):
+    from reference_runtime.cli import main as cli
+
+    rows = prompts(5, vocab_of(name))
+    code = cli(["run", str(package_path(name)), "--prompt", json.dumps(rows),
+                "--max-new-tokens", "6", "--executor", "native", "--json"])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tokens"] == genai_greedy(package_path(ORACLE[name]), rows, 6)
+    assert report["counters"]["contract_executions"]["onnx-genai.token-policy"] > 0

@@ -208,7 +208,9 @@ def test_reset_close_and_a_failed_turn():
     assert engine.session_token_count(sid) == 4  # the failed turn changed nothing
     engine.reset_session(sid)
     assert engine.session_token_count(sid) == 0
+    hits = engine.counters["prefix_reuse"]["hits"]
     cold = engine.run(prompt=[[3]], max_new_tokens=2, session_id=sid).tokens
+    assert engine.counters["prefix_reuse"]["hits"] == hits  # the kept KV went with the reset
     assert cold == engine.run(prompt=[[3]], max_new_tokens=2).tokens
     engine.close_session(sid)
     with pytest.raises(Exception) as caught:

@@ -28,6 +28,8 @@ tokens) and ``context_length`` when the model's context is full.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import RunError
@@ -47,8 +49,14 @@ class AutoregressiveDecode:
 
     contract = "onnx-genai.autoregressive-decode"
 
-    def __init__(self, component: str, parameters: dict, graph, templates: dict):
+    def __init__(self, component: str, parameters: dict, graph, templates: dict, counters):
         self.component = component
+        self.counters = counters
+        # Per conversation session: the tokens its KV holds, that KV and its mask (the last
+        # state in which every fed token was real), reused by the next turn's prefill.
+        self.prefixes: dict[str, _Prefix] = {}
+        self.session: str | None = None
+        self._fed: tuple[int, ...] | None = None
         self.graph = graph
         self.executor = graph.executor  # invocations are counted under the graph's executor
         self.templates = templates  # past-KV input -> (dims with None for symbolic, dtype)
@@ -74,9 +82,23 @@ class AutoregressiveDecode:
                 f"{step} token column(s) per row",
                 hint="Pass each row's true prompt length (at most the padded width).",
             )
+        past = {name: inputs.get(name) for name in self.kv_inputs}
         past_mask = inputs.get("attention_mask")
-        if past_mask is None:
+        prefill = past_mask is None
+        fed = () if prefill else self._fed
+        if prefill:
             past_mask = np.zeros((batch, 0), dtype=np.int64)
+            reused = self._reusable_prefix(tokens, lengths)
+            if reused is not None:
+                n = len(reused.tokens)
+                tokens, lengths, step = (
+                    tokens[:, n : int(lengths[0])],
+                    lengths - n,
+                    int(lengths[0]) - n,
+                )
+                past_mask, past, fed = reused.mask, dict(reused.kv), reused.tokens
+                self.counters.prefix_reuse["hits"] += 1
+                self.counters.prefix_reuse["tokens"] += n
         past_mask = np.asarray(past_mask, dtype=np.int64)
         columns = np.arange(step)[None, :]
         if self.padding == "left":
@@ -104,7 +126,7 @@ class AutoregressiveDecode:
         if self.position_input is not None:
             feed[self.position_input] = positions
         for name in self.kv_inputs:
-            value = inputs.get(name)
+            value = past[name]
             if value is None:
                 dims, dtype = self.templates[name]
                 shape = [batch if i == 0 else 0 if d is None else d for i, d in enumerate(dims)]
@@ -123,7 +145,46 @@ class AutoregressiveDecode:
         }
         for name in self.kv_outputs:
             out[name] = results[name]
+        self._remember(fed, tokens, lengths, out)
         return {port: out[port] for port in outputs}
+
+    # ------------------------------------------------------------------ kept KV
+
+    def begin_run(self, stop_on_eos: bool, session_id: str | None) -> None:
+        self.session = session_id
+        self._fed = None
+
+    def forget(self, session_id: str) -> None:
+        self.prefixes.pop(session_id, None)
+
+    def _reusable_prefix(self, tokens, lengths):
+        """The session's kept KV, when it holds a strict prefix of this one-row prompt."""
+        record = self.prefixes.get(self.session) if self.session is not None else None
+        if record is None or tokens.shape[0] != 1:
+            return None
+        row = tokens[0, : int(lengths[0])].tolist()
+        n = len(record.tokens)
+        return record if n < len(row) and tuple(row[:n]) == record.tokens else None
+
+    def _remember(self, fed, tokens, lengths, out) -> None:
+        if self.session is None or tokens.shape[0] != 1 or fed is None:
+            self._fed = None
+            return
+        valid = int(lengths[0])
+        if valid == 0:  # the row sat this step out: keep the last state of real tokens only
+            self._fed = None
+            return
+        start = tokens.shape[1] - valid if self.padding == "left" else 0
+        self._fed = (*fed, *(int(t) for t in tokens[0, start : start + valid]))
+        kv = {inp: out[o] for inp, o in zip(self.kv_inputs, self.kv_outputs, strict=True)}
+        self.prefixes[self.session] = _Prefix(self._fed, kv, out["attention_mask"])
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    tokens: tuple[int, ...]
+    kv: dict  # past-KV input name -> the present value that continues it
+    mask: np.ndarray
 
 
 class TokenPolicy:
@@ -141,7 +202,7 @@ class TokenPolicy:
         self.pad = int(p["pad_token_id"])
         self.stop_on_eos = True
 
-    def begin_run(self, stop_on_eos: bool) -> None:
+    def begin_run(self, stop_on_eos: bool, session_id: str | None) -> None:
         self.stop_on_eos = stop_on_eos
 
     def run(self, inputs, outputs):
@@ -303,4 +364,5 @@ def build_contract_session(package, name: str, comp, onnx_executor):
         value = sig.inputs[kv]
         dims = tuple(d if isinstance(d, int) else None for d in value.dims or ())
         templates[kv] = (dims, numpy_dtype(value.dtype))
-    return AutoregressiveDecode(name, parameters, onnx_executor.load(name, path), templates)
+    graph = onnx_executor.load(name, path)
+    return AutoregressiveDecode(name, parameters, graph, templates, onnx_executor.counters)
