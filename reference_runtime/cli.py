@@ -106,12 +106,22 @@ def _run(args) -> int:
     try:
         engine = Engine.from_dir(args.package, executor=args.executor, device=args.device)
         inputs = dict(_parse_input(text, engine) for text in args.input)
+        overrides = {}
+        for text in args.override:
+            target, sep, replacement = text.partition("=")
+            if not sep or not target or not replacement:
+                raise UsageError(
+                    f"--override {text!r} is not TARGET=REPLACEMENT",
+                    hint="Name two declared components, e.g. --override sampler=greedy_sampler.",
+                )
+            overrides[target] = replacement
         result = engine.run(
             prompt=_prompt(args.prompt),
             inputs=inputs,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             stop_on_eos=not args.no_stop_on_eos,
+            overrides=overrides,
         )
     except UsageError as exc:
         return fail(exc, EXIT_USAGE)
@@ -204,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=VALUE",
         help="a workflow input: JSON (dtype from the input's contract) or @file.npy",
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="TARGET=REPLACEMENT",
+        help="run a declared replacement in place of an application_overridable component",
     )
     p.add_argument("--max-new-tokens", type=int)
     p.add_argument("--seed", type=int)

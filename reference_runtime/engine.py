@@ -38,6 +38,7 @@ from .package.model import (
 from .tokenizer import TextCodec, is_text, no_tokenizer_error, tokenizer_file
 from .workflow.inputs import InputBinder, Request
 from .workflow.interpreter import Interpreter, dynamic_symbols
+from .workflow.overrides import resolve_overrides
 
 EXECUTORS = ("ort", "native")
 DEVICES = ("cpu", "cuda")
@@ -206,7 +207,11 @@ class Engine:
         min_p=None,
         stop_on_eos=True,
         session_id=None,
+        overrides=None,
     ) -> RunResult:
+        """Run one request. ``overrides`` maps an ``application_overridable`` component to a
+        declared replacement of the same contract, run in its place for this request."""
+        resolved = resolve_overrides(self.package, overrides)
         if is_text(prompt):
             if self._codec is None:
                 raise no_tokenizer_error()
@@ -258,6 +263,7 @@ class Engine:
             stored_session=stored,
             stop_on_eos=stop_on_eos,
             batch=bound.batch,
+            overrides=resolved,
         )
         outputs = frame.outputs.finish(frame.symbols)
         if self._session_cells:

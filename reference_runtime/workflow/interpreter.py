@@ -29,6 +29,7 @@ from ..package.model import (
     Workflow,
 )
 from .outputs import OutputStore
+from .overrides import invoke_override
 from .tensors import Symbols, check, checker, dtype_name, scalar_int
 
 
@@ -132,6 +133,7 @@ class Interpreter:
         ]
         self.per_row_outputs = _per_row_outputs(workflow)
         self.plans: dict[int, InvokePlan] = {}
+        self.overrides: dict = {}  # target component -> Override, for the current run
 
     # ------------------------------------------------------------------ entry
 
@@ -143,7 +145,9 @@ class Interpreter:
         stored_session: Mapping[str, np.ndarray],
         stop_on_eos: bool,
         batch: int | None,
+        overrides: Mapping | None = None,
     ) -> Frame:
+        self.overrides = dict(overrides or {})
         frame = Frame(
             values=values,
             symbols=symbols,
@@ -199,11 +203,17 @@ class Interpreter:
             self.check_scatter(step.component, inputs, frame, plan.where())
         if self.before_invoke is not None:
             self.before_invoke(step.component, plan.comp)
-        contract = getattr(plan.session, "contract", None)
-        if contract is not None:  # a runtime contract executor: counted at dispatch
-            self.counters.contract_executions[contract] += 1
-        results = plan.session.run(inputs, plan.output_ports)
-        self.counters.invoked(step.component, plan.session.executor)
+        override = self.overrides.get(step.component)
+        if override is not None:
+            session = self.sessions[override.replacement]
+            results = invoke_override(override, session, inputs, plan.output_ports, plan.where())
+            self.counters.invoked(override.replacement, session.executor)
+        else:
+            contract = getattr(plan.session, "contract", None)
+            if contract is not None:  # a runtime contract executor: counted at dispatch
+                self.counters.contract_executions[contract] += 1
+            results = plan.session.run(inputs, plan.output_ports)
+            self.counters.invoked(step.component, plan.session.executor)
         for port, value_name, check_port, where in plan.outputs:
             value = results[port]
             if check_port is not None:
