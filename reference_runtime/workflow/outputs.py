@@ -92,6 +92,17 @@ class OutputStore:
             if (lengths is not None or step.mode == "append")
             else None
         )
+        # One check of the whole value stands for every row's chunk: a row's chunk shares its
+        # dtype, rank and every axis but the request axis (one row each) and the chunk axis.
+        request_dim = output.contract.shape[axis_r] if output.contract.shape else None
+        if isinstance(request_dim, int) and request_dim != 1:
+            raise RunError(
+                "D85",
+                f"{where}: per-row output {name!r} fixes its request axis to {request_dim}; "
+                "each row publishes one",
+            )
+        free = (axis_r,) if chunk_axis is None else (axis_r, chunk_axis)
+        check(step.value, value, output.contract, symbols.copy(), where, free_axes=free)
         for r in range(rows):
             if guard is not None and not bool(guard[r]) or inactive is not None and inactive[r]:
                 continue
@@ -109,12 +120,6 @@ class OutputStore:
             if faults.active("emit_off_by_one"):
                 cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
                 chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
-            scope = symbols.copy()
-            request_dim = output.contract.shape[axis_r] if output.contract.shape else None
-            if isinstance(request_dim, str):
-                scope.bound[request_dim] = 1
-            free = (chunk_axis,) if chunk_axis is not None else ()
-            check(step.value, chunk, output.contract, scope, f"{where} (row {r})", free_axes=free)
             if step.mode == "append":
                 previous = streams[r]
                 streams[r] = (
