@@ -34,6 +34,8 @@ _EPOCH_NS = time.monotonic_ns()
 
 
 class _AdapterSession:
+    host_only = True  # runs on host arrays: device inputs are copied back (and counted)
+
     def __init__(self, component: str, comp):
         self.component = component
         self.abi = comp.implementation.abi

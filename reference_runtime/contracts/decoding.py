@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RunError
+from ..workflow.tensors import to_host
 
 FINISH_STOP, FINISH_LENGTH, FINISH_CONTEXT = 1, 2, 3
 FINISH_CODES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_CONTEXT: "context_length"}
@@ -71,6 +72,11 @@ class AutoregressiveDecode:
         self.pad = int(p["pad_token_id"])
 
     def run(self, inputs, outputs):
+        # Token ids, lengths and the mask are host values; the KV stays where the graph put it.
+        inputs = dict(inputs)
+        for port in ("tokens", "lengths", "attention_mask"):
+            if inputs.get(port) is not None:
+                inputs[port] = to_host(inputs[port], self.counters)
         tokens = np.asarray(inputs["tokens"], dtype=np.int64)
         batch, step = tokens.shape
         lengths = np.asarray(inputs["lengths"], dtype=np.int64).reshape(-1)
@@ -133,11 +139,11 @@ class AutoregressiveDecode:
                 value = np.zeros(shape, dtype=dtype)
             feed[name] = value
         results = self.graph.run(feed, [self.logits_output, *self.kv_outputs])
-        logits = np.asarray(results[self.logits_output])
+        logits = results[self.logits_output]  # stays on the device under CUDA
         if logits.ndim == 3:
             last = step - 1 if self.padding == "left" else np.maximum(lengths - 1, 0)
             index = np.broadcast_to(np.asarray(last), (batch,))
-            logits = logits[np.arange(batch), index]
+            logits = logits[list(range(batch)), index.tolist()]
         out = {
             "logits": logits,
             "attention_mask": mask,
@@ -192,6 +198,7 @@ class TokenPolicy:
 
     executor = "contract"  # runs in this runtime, not in a graph executor
     contract = "onnx-genai.token-policy"
+    host_only = True  # selection runs on the host: device logits are copied back (counted)
 
     def __init__(self, component: str, parameters: dict):
         p = dict(parameters)

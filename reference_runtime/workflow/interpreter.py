@@ -30,7 +30,7 @@ from ..package.model import (
 )
 from .outputs import OutputStore
 from .overrides import invoke_override
-from .tensors import Symbols, check, checker, dtype_name, scalar_int
+from .tensors import Symbols, check, checker, dtype_name, scalar_int, to_host
 
 
 @dataclass
@@ -203,6 +203,8 @@ class Interpreter:
             self.check_scatter(step.component, inputs, frame, plan.where())
         if self.before_invoke is not None:
             self.before_invoke(step.component, plan.comp)
+        if getattr(plan.session, "host_only", False):
+            inputs = {port: to_host(value, self.counters) for port, value in inputs.items()}
         override = self.overrides.get(step.component)
         if override is not None:
             session = self.sessions[override.replacement]
@@ -247,7 +249,7 @@ class Interpreter:
                         f"{where}: buffer {cell_name!r} of group {gname!r} has extent "
                         f"{value.shape[axis]} on axis {axis}, not the capacity {capacity}",
                     )
-            destinations = np.asarray(inputs[port]).reshape(-1)
+            destinations = to_host(inputs[port], self.counters).reshape(-1)
             bad = [int(d) for d in destinations if d < 0 or d >= capacity]
             if bad:
                 raise RunError(
@@ -262,7 +264,7 @@ class Interpreter:
             if length_port is not None and length_port in inputs:
                 lengths = inputs[length_port]
             if lengths is not None:
-                flat = np.asarray(lengths).reshape(-1)
+                flat = to_host(lengths, self.counters).reshape(-1)
                 if flat.size != destinations.size:
                     raise RunError(
                         "E56",
@@ -283,7 +285,9 @@ class Interpreter:
         wf = self.wf
         where = format_location(step.path)
         self.steps(step.setup, frame)
-        limit_value = self.read(frame, step.max_iterations, f"{where}.max_iterations")
+        limit_value = to_host(
+            self.read(frame, step.max_iterations, f"{where}.max_iterations"), self.counters
+        )
         limit = scalar_int(limit_value, f"{where}: max_iterations {step.max_iterations!r}", "D44")
         if limit < 0:
             raise RunError("D44", f"{where}: max_iterations is {limit}, negative")
@@ -357,7 +361,7 @@ class Interpreter:
                 f"{where}: continue_when {step.continue_when!r} must be a non-empty bool of rank "
                 f"<= 1, got {dtype_name(value)} of shape {list(value.shape)}",
             )
-        return value.reshape(-1).copy()
+        return to_host(value, self.counters).reshape(-1).copy()
 
     def _iteration_value(self, iteration, index: int, frame: Frame, where: str) -> np.ndarray:
         contract = iteration.contract
@@ -381,7 +385,7 @@ class Interpreter:
             if name is None:
                 out.append(None)
                 continue
-            value = self.read(frame, name, f"{where}: recurrence {key}")
+            value = to_host(self.read(frame, name, f"{where}: recurrence {key}"), self.counters)
             if value.dtype.kind not in "iu" or value.ndim > 1 or value.size == 0:
                 raise RunError(
                     "E57", f"{where}: recurrence {key} {name!r} must be integer [] or [B]"
@@ -481,7 +485,7 @@ class Interpreter:
 
     def branch(self, step: BranchStep, frame: Frame) -> None:
         where = format_location(step.path)
-        pred = self.read(frame, step.predicate, f"{where}.predicate")
+        pred = to_host(self.read(frame, step.predicate, f"{where}.predicate"), self.counters)
         if pred.size != 1:
             raise RunError(
                 "D43",
@@ -515,8 +519,13 @@ class Interpreter:
 
     def emit(self, step: EmitStep, frame: Frame) -> None:
         where = f"{format_location(step.path)} (emit into {step.output!r})"
-        when = self.read(frame, step.when, where) if step.when else None
-        length = self.read(frame, step.valid_length, where) if step.valid_length else None
+        # Emits publish to the host: every value they read is materialised there.
+        when = to_host(self.read(frame, step.when, where), self.counters) if step.when else None
+        length = (
+            to_host(self.read(frame, step.valid_length, where), self.counters)
+            if step.valid_length
+            else None
+        )
         if when is not None and (when.dtype != np.bool_ or when.ndim > 1 or when.size == 0):
             raise RunError(
                 "D85", f"{where}: when {step.when!r} must be a non-empty bool of rank <= 1"
@@ -528,7 +537,7 @@ class Interpreter:
                 "D85",
                 f"{where}: valid_length {step.valid_length!r} must be a non-empty integer of rank <= 1",
             )
-        value = self.read(frame, step.value, where)
+        value = to_host(self.read(frame, step.value, where), self.counters)
         frame.outputs.emit(step, value, when, length, frame.symbols, where, frame.active_rows)
 
 
@@ -578,7 +587,7 @@ def _merge_inactive(name, cell, old, new, mask, where) -> np.ndarray:
             f"{where}: carried cell {name!r} has {old.shape[axis]} rows on its request axis "
             f"but the active mask covers {mask.size} x {factor}",
         )
-    result = np.array(new, copy=True)
+    result = new.copy()
     region = tuple(slice(0, s) for s in old.shape)
     for r in np.flatnonzero(~mask):
         index = list(region)

@@ -161,6 +161,17 @@ def check(
     checker(contract)(name, value, symbols, where, free_axes)
 
 
+def to_host(value, counters=None) -> np.ndarray:
+    """A value the host must read (a loop predicate or bound, a branch key, an emit, a scatter
+    destination). Device arrays (CuPy) are copied, and each copy is counted as a
+    ``device_to_host`` materialisation; host arrays pass through untouched."""
+    if isinstance(value, np.ndarray):
+        return value
+    if counters is not None:
+        counters.materialisations["device_to_host"] += 1
+    return value.get()
+
+
 def scalar_int(value: np.ndarray, what: str, code: str) -> int:
     """One integer element (shape [] or [1])."""
     if value.size != 1 or value.dtype.kind not in "iu":
