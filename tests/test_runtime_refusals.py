@@ -121,3 +121,41 @@ def test_bad_adapter_selection_is_refused_before_running(segments, counts, scale
         engine.run(inputs=lora_request(segments, counts, scales, [True, True]))
     assert err.value.code == "G87" and words in err.value.message
     assert engine.counters["invocations"] == {}
+
+
+def _lora_with_row_selection(tmp_path):
+    import json
+    import shutil
+
+    root = tmp_path / "lora"
+    shutil.copytree(package_path("lora"), root)
+    document = json.loads((root / "inference_metadata.json").read_text())
+    document["pipeline"]["workflow"]["inputs"]["request.rows"] = {
+        "contract": contract("int64", "picked"),
+        "role": {"kind": "runtime", "version": "1.0", "role": "row_selection"},
+        "source": {"kind": "request"},
+    }
+    (root / "inference_metadata.json").write_text(json.dumps(document))
+    return Engine.from_dir(root)
+
+
+def test_row_selection_regathers_the_adapter_context(tmp_path):
+    engine = _lora_with_row_selection(tmp_path)
+    request = lora_request([[0, -1], [1, -1]], [1, 1], [[1.0, 0.0], [1.0, 0.0]], [True, True])
+    plain = engine.run(inputs={**request, "request.rows": np.array([0, 1], np.int64)})
+    plain = plain.outputs["result"]
+    # Row 0 now takes row 1's adapters and row 1 takes row 0's; the activations stay put.
+    swapped = engine.run(inputs={**request, "request.rows": np.array([1, 0], np.int64)})
+    x = request["activations"].astype(np.float64)
+    red = np.array([1.0, 2.0]) * x[1, 0]  # row 1 with adapter 0 (red): B (A x)
+    peft = np.array([0.5, 0.25]) * (x[0, 0] - x[0, 1])  # row 0 with adapter 1 (peft)
+    np.testing.assert_allclose(swapped.outputs["result"], np.stack([x[0] + peft, x[1] + red]))
+    assert not np.allclose(plain, swapped.outputs["result"])
+
+
+def test_row_selection_outside_the_request_is_refused(tmp_path):
+    engine = _lora_with_row_selection(tmp_path)
+    request = lora_request([[0, -1], [1, -1]], [1, 1], [[1.0, 0.0], [1.0, 0.0]], [True, True])
+    with pytest.raises(RunError) as caught:
+        engine.run(inputs={**request, "request.rows": np.array([0, 2], np.int64)})
+    assert caught.value.code == "G87" and "row 2" in caught.value.message

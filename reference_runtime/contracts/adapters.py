@@ -221,6 +221,28 @@ class AdapterSelection:
         self.rows = rows
 
 
+def _gather_rows(package, values: dict, chosen: list) -> list:
+    """A supplied input whose role is ``row_selection`` re-gathers the per-row adapter context
+    (row ``i`` of the workflow's batch takes the context of request row ``indices[i]``;
+    repeats allowed). It changes nothing else."""
+    for name, inp in package.metadata.workflow.inputs.items():
+        role = getattr(inp.role, "role", None)
+        if role != "row_selection" or name not in values:
+            continue
+        indices = np.asarray(values[name]).reshape(-1)
+        if indices.dtype.kind not in "iu":
+            raise RunError("G87", f"row selection {name!r} must hold integer row indices")
+        bad = [int(i) for i in indices if not 0 <= int(i) < len(chosen)]
+        if bad:
+            raise RunError(
+                "G87",
+                f"row selection {name!r} names row {bad[0]}, outside [0, {len(chosen)})",
+                hint="Select rows of the request by their index (repeats are allowed).",
+            )
+        return [chosen[int(i)] for i in indices]
+    return chosen
+
+
 def select_adapters(package, values: dict) -> AdapterSelection | None:
     adapters = package.metadata.adapters
     if adapters is None:
@@ -263,6 +285,7 @@ def select_adapters(package, values: dict) -> AdapterSelection | None:
             row.append((index, scale))
             distinct.add(index)
         chosen.append(row)
+    chosen = _gather_rows(package, values, chosen)
     limit = adapters.cache.max_entries if adapters.cache else len(known)
     if len(distinct) > limit:
         raise RunError(
