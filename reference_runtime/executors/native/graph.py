@@ -129,6 +129,7 @@ class Plan:
             local |= {o for o in node.output if o}
         visible = set(outer) | local
         self.nodes: list[PlannedNode] = []
+        self._steps: list | None = None  # compiled on the first run (after folding)
         self.outer_refs: set[str] = set()
         for proto in graph.node:
             planned = self._plan_node(proto, visible)
@@ -226,46 +227,58 @@ class Plan:
         env: dict = dict(self.initializers)
         env.update(feeds)
         scope = ChainMap(env, outer) if outer is not None else env
-        for node in self.nodes:
-            args = [scope[name] if name else None for name in node.inputs]
-            for name, value in zip(node.outputs, self._call(node, args, scope), strict=False):
-                if name:
-                    env[name] = value
-            for name in node.free:
-                env.pop(name, None)
+        steps = self._steps if self._steps is not None else self._compile_steps()
+        node = None
+        try:
+            for node, call, view, inputs, outputs, checks, free in steps:
+                if view.subgraphs:
+                    view.env = scope
+                results = call(view, *[scope[name] if name else None for name in inputs])
+                if results.__class__ is not tuple and results.__class__ is not list:
+                    results = (results,)
+                for name, value in zip(outputs, results, strict=False):
+                    if name:
+                        env[name] = value
+                for index, name, want in checks:
+                    if index < len(results) and results[index].dtype != want:
+                        raise _wrong_dtype(node, name, results[index].dtype, want)
+                for name in free:
+                    env.pop(name, None)
+        except RunError:
+            raise
+        except Exception as exc:
+            if node is None:
+                raise
+            view = node.view
+            raise RunError(
+                "C86",
+                f"native kernel {view.op_type} (node {view.name!r}) failed: "
+                f"{type(exc).__name__}: {exc}",
+                hint="Run the component with --executor ort to compare.",
+            ) from exc
         return {name: scope[name] for name in self.outputs}
 
-    @staticmethod
-    def _call(node: PlannedNode, args: list, scope) -> tuple:
-        """Run one node and check each output's dtype against the graph's."""
-        view = node.view
-        if view.subgraphs:
-            view.env = scope
-        if node.function is not None:
-            results = node.function.run_positional(args)
-        else:
-            try:
-                results = node.kernel.fn(view, *args)
-            except RunError:
-                raise
-            except Exception as exc:
-                raise RunError(
-                    "C86",
-                    f"native kernel {view.op_type} (node {view.name!r}) failed: "
-                    f"{type(exc).__name__}: {exc}",
-                    hint="Run the component with --executor ort to compare.",
-                ) from exc
-        if not isinstance(results, tuple | list):
-            results = (results,)
-        for name, value, want in zip(node.outputs, results, node.expected, strict=False):
-            if name and want is not None and value.dtype != want:
-                raise RunError(
-                    "C86",
-                    f"native kernel {view.op_type} (node {view.name!r}) produced {value.dtype} "
-                    f"for {name!r} where the graph says {want}",
-                    hint="This is a bug in the native kernel; run with --executor ort.",
-                )
-        return results
+    def _compile_steps(self) -> list:
+        """Per node, what the run loop needs, unpacked once: the callable, its view, the value
+        names, the output dtypes to check and the values to free afterwards."""
+        steps = []
+        for node in self.nodes:
+            if node.function is not None:
+                function = node.function
+
+                def call(view, *args, function=function):
+                    return function.run_positional(list(args))
+
+            else:
+                call = node.kernel.fn
+            checks = tuple(
+                (i, name, want)
+                for i, (name, want) in enumerate(zip(node.outputs, node.expected, strict=False))
+                if name and want is not None
+            )
+            steps.append((node, call, node.view, node.inputs, node.outputs, checks, node.free))
+        self._steps = steps
+        return steps
 
     def _fold_constants(self) -> None:
         """Run, once at load, every deterministic node whose inputs are all constants; its
@@ -283,9 +296,17 @@ class Plan:
                 args = [self.initializers[n] if n else None for n in node.inputs]
                 try:
                     with np.errstate(all="ignore"):
-                        results = self._call(node, args, None)
-                except RunError:
-                    kept.append(node)  # fails at run time, with the same diagnostic
+                        results = node.kernel.fn(node.view, *args)
+                except Exception:  # noqa: BLE001 - it fails at run time, with its diagnostic
+                    kept.append(node)
+                    continue
+                if not isinstance(results, tuple | list):
+                    results = (results,)
+                if any(
+                    want is not None and value.dtype != want
+                    for value, want in zip(results, node.expected, strict=False)
+                ):
+                    kept.append(node)  # refused at run time, naming the dtype
                     continue
                 for name, value in zip(node.outputs, results, strict=False):
                     if name:
@@ -363,3 +384,13 @@ def plan_model(model: onnx.ModelProto, xp, cuda: bool = False) -> tuple[Plan, li
             )
     plan = Plan(model.graph, ctx)
     return plan, ctx.problems
+
+
+def _wrong_dtype(node: PlannedNode, name: str, got, want) -> RunError:
+    view = node.view
+    return RunError(
+        "C86",
+        f"native kernel {view.op_type} (node {view.name!r}) produced {got} for {name!r} where "
+        f"the graph says {want}",
+        hint="This is a bug in the native kernel; run with --executor ort.",
+    )
