@@ -428,6 +428,14 @@ def bit_shift(node, x, y):
     a right shift of a negative X); bits shifted out are discarded (uint64 wraps)."""
     xp = node.xp
     bits = 8 * x.dtype.itemsize
+    if y.size == 1 and y.ndim <= x.ndim and xp is np:  # one shift amount: shift directly
+        amount = int(y.reshape(-1)[0])
+        if 0 <= amount < bits:
+            shift = xp.left_shift if node.attr("direction") == "LEFT" else xp.right_shift
+            out = shift(x, x.dtype.type(amount))
+            return (
+                out if out.shape == x.shape else out.reshape(np.broadcast_shapes(x.shape, y.shape))
+            )
     valid = (y >= 0) & (y < bits)
     amount = xp.where(valid, y, xp.asarray(0, dtype=y.dtype)).astype(x.dtype)
     zero = xp.asarray(0, dtype=x.dtype)

@@ -137,8 +137,13 @@ def scatter_elements(node, data, indices, updates):
     coords = list(xp.indices(indices.shape, dtype=xp.int64))
     coords[axis] = _indices(xp, indices, data.shape[axis], "ScatterElements")
     rows = _linear(xp, [c.reshape(-1) for c in coords], data.shape, indices.size)
+    reduction = node.attr("reduction", "none")
+    if reduction == "none":  # duplicates are unspecified by ONNX: the last write wins here
+        flat = out.reshape(-1)
+        flat[rows] = updates.reshape(-1)
+        return flat.reshape(data.shape)
     flat = out.reshape(-1, 1)
-    _scatter_rows(xp, flat, rows, updates.reshape(-1, 1), node.attr("reduction", "none"))
+    _scatter_rows(xp, flat, rows, updates.reshape(-1, 1), reduction)
     return flat.reshape(data.shape)
 
 
