@@ -15,7 +15,6 @@ from .abi import GENAI_CONFIG, DecoderABI, package_shape, read_abi
 from .document import (
     CONTRACT_VERSION,
     DECODE_CONTRACT,
-    FINISH_REASONS,
     POLICY_CONTRACT,
     lower_abi,
     to_yaml,
@@ -37,7 +36,6 @@ __all__ = [
     "BARE_SHAPES",
     "CONTRACT_VERSION",
     "DECODE_CONTRACT",
-    "FINISH_REASONS",
     "GENAI_CONFIG",
     "POLICY_CONTRACT",
     "DecoderABI",

@@ -17,8 +17,6 @@ from .abi import DecoderABI
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
 CONTRACT_VERSION = "1"
-# Finish-reason codes in the `finish_reasons` output (0: the row is still running).
-FINISH_REASONS = {1: "stop", 2: "length", 3: "context_length"}
 
 
 def _contract(dtype: str, *shape, aligned: bool = True, optional: bool = False) -> dict:
