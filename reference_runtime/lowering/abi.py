@@ -127,14 +127,18 @@ def package_shape(root: Path) -> str:
     metadata = find_metadata(root)
     if metadata is not None:
         document, _ = parse_metadata(metadata)
-        if isinstance(document, dict) and "pipeline" not in document:
-            model = document.get("model")
-            if isinstance(model, dict) and isinstance(model.get("io"), dict):
-                return "model_io"
-        return "authored"
+        return "model_io" if is_model_io(document) else "authored"
     if (root / GENAI_CONFIG).is_file():
         return "genai_config"
     return "none"
+
+
+def is_model_io(document) -> bool:
+    """A parsed metadata document that describes a bare decoder by ``model.io`` alone."""
+    if not isinstance(document, dict) or "pipeline" in document:
+        return False
+    model = document.get("model")
+    return isinstance(model, dict) and isinstance(model.get("io"), dict)
 
 
 # ------------------------------------------------------------------ legacy model.io

@@ -74,25 +74,14 @@ def _sorted(document: dict | None, violations: list[Violation]) -> list[Violatio
 def _analyse(
     root: Path, support: RuntimeSupport, lowered: str | None = None
 ) -> tuple[list[Violation], Package | None]:
-    if lowered is None:
-        from ..lowering import BARE_SHAPES, lower, package_shape
-
-        if package_shape(root) in BARE_SHAPES:
-            try:
-                lowered = lower(root)
-            except PackageError as exc:
-                return list(exc.violations), None
     if lowered is not None:
-        # A document derived from the package (a lowered bare decoder): validated exactly like
-        # an authored one, with artifact paths relative to the package folder.
-        metadata_path = root / LOWERED_NAME
-        document, violations = parse_metadata_text(lowered, metadata_path)
-        found, package = _validated(root, support, metadata_path, document, violations)
-        if package is not None:
-            package = dataclasses.replace(package, provenance="lowered", lowered=lowered)
-        return found, package
+        return _lowered(root, support, lowered)
     metadata_path = find_metadata(root)
     if metadata_path is None:
+        from ..lowering import GENAI_CONFIG
+
+        if (root / GENAI_CONFIG).is_file():  # an onnxruntime-genai folder: lowered at load
+            return _lower(root, support)
         return [
             Violation(
                 "H74",
@@ -111,7 +100,32 @@ def _analyse(
             )
         ], None
     document, violations = parse_metadata(metadata_path)
+    from ..lowering.abi import is_model_io
+
+    if is_model_io(document):  # a legacy model.io decoder: lowered at load
+        return _lower(root, support)
     return _validated(root, support, metadata_path, document, violations)
+
+
+def _lower(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Package | None]:
+    from ..lowering import lower
+
+    try:
+        text = lower(root)
+    except PackageError as exc:
+        return list(exc.violations), None
+    return _lowered(root, support, text)
+
+
+def _lowered(root: Path, support: RuntimeSupport, text: str):
+    """A document derived from the package (a lowered bare decoder), validated exactly like an
+    authored one, with artifact paths relative to the package folder."""
+    metadata_path = root / LOWERED_NAME
+    document, violations = parse_metadata_text(text, metadata_path)
+    found, package = _validated(root, support, metadata_path, document, violations)
+    if package is not None:
+        package = dataclasses.replace(package, provenance="lowered", lowered=text)
+    return found, package
 
 
 def _validated(root, support, metadata_path, document, violations):
