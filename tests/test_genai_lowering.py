@@ -204,3 +204,19 @@ def test_cli_run_gives_onnxruntime_genai_tokens(name, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["tokens"] == genai_greedy(package_path(ORACLE[name]), rows, 6)
     assert report["counters"]["contract_executions"]["onnx-genai.token-policy"] > 0
+
+
+def test_model_io_generation_defaults_are_carried_and_honoured(tmp_path):
+    import yaml
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("model_io_decoder"), root)
+    document = yaml.safe_load((root / "inference_metadata.yaml").read_text())
+    document["generation"] = {"defaults": {"max_output_tokens": 3}}
+    (root / "inference_metadata.yaml").write_text(yaml.safe_dump(document))
+    engine = Engine.from_dir(root)
+    assert len(engine.run(prompt=[[5, 6, 7]]).tokens[0]) == 3
+    document["generation"] = {"defaults": {"max_output_tokens": -1}}  # still validated
+    (root / "inference_metadata.yaml").write_text(yaml.safe_dump(document))
+    with pytest.raises(PackageError):
+        Engine.from_dir(root)

@@ -20,6 +20,7 @@ from ..package.parse import find_metadata, parse_metadata
 from ..package.rules.catalogue import hint_for
 
 GENAI_CONFIG = "genai_config.json"
+CARRIED_SECTIONS = ("package", "generation", "hardware_requirements")
 
 # onnxruntime-genai model types that are plain decoder-only language models.
 DECODER_TYPES = frozenset(
@@ -102,6 +103,9 @@ class DecoderABI:
     context_length: int | None
     padding: str = "left"
     search: dict = field(default_factory=dict)  # max_length, do_sample, temperature, ...
+    # Sections of a model.io document carried into the lowered document as written (and so
+    # validated and honoured like any authored section): package, generation, hardware.
+    carried: dict = field(default_factory=dict)
 
 
 class _Problems:
@@ -150,7 +154,7 @@ def from_model_io(root: Path) -> DecoderABI:
     if violations:
         raise PackageError(root, violations)
     problems = _Problems(root, ())
-    known_top = {"schema_version", "model", "package", "generation", "hardware_requirements"}
+    known_top = {"schema_version", "model", *CARRIED_SECTIONS}
     for key in document:
         if key not in known_top:
             problems.add((key,), f"{key!r} is not read from a bare model.io decoder package")
@@ -205,6 +209,7 @@ def from_model_io(root: Path) -> DecoderABI:
         context_length=model.get("max_sequence_length"),
         vocab_size=model.get("vocab_size"),
         search={},
+        carried={k: document[k] for k in CARRIED_SECTIONS if k in document},
     )
 
 

@@ -353,6 +353,7 @@ def lower_abi(abi: DecoderABI) -> dict:
     ]  # fmt: skip
     return {
         "schema_version": "1.0",
+        **abi.carried,
         "pipeline": {
             "workflow": {
                 "manifest": {"capabilities": capabilities},
