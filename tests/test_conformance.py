@@ -143,3 +143,12 @@ def test_expectations_mark_failures_and_stale_entries_are_reported(tmp_path):
             "--expectations", str(path), "--report-dir", str(tmp_path / "r")]  # fmt: skip
     assert main(args) == 0
     assert main([*args, "--strict"]) == 1
+
+
+def test_certification_needs_no_test_dependency():
+    """The README's main command installs the project without its `test` extra."""
+    import subprocess
+
+    blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("syrupy", "hypothesis", "pytest"))
+    code = f"import sys; {blocked}; import conformance.certify, reference_runtime.cli"
+    subprocess.run([sys.executable, "-c", code], check=True)

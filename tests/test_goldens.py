@@ -9,6 +9,7 @@ import pytest
 
 from conformance import goldens
 from conformance.cases.run_cases import execute
+from conformance.golden_extension import GoldenExtension
 from conformance.runtimes.reference import ReferenceRuntime
 from fixtures.generators import RUN_CASES
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def golden(snapshot):
-    return snapshot.use_extension(goldens.GoldenExtension)
+    return snapshot.use_extension(GoldenExtension)
 
 
 @pytest.mark.parametrize("executor", ["ort", "native"])
