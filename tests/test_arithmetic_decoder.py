@@ -270,18 +270,18 @@ def test_a_mishandled_cache_changes_the_tokens(package, fault, monkeypatch):
 
     original = Interpreter._update_carry
 
-    def faulty(self, carry, mask, previous, bounds, frame, where):
-        if carry.cell == "cache":
-            new = frame.values[carry.next]
+    def faulty(self, carry, old, merge, bounds, values, where):
+        if carry.name == "cache":
+            new = values[carry.next]
             if fault == "stale":  # the prefill cache is fed again and again
-                frame.values[carry.next] = previous["cache"]
+                values[carry.next] = old
             elif fault == "rows_swapped":
-                frame.values[carry.next] = new[::-1].copy()
+                values[carry.next] = new[::-1].copy()
             else:  # the appended entry is lost
                 lost = new.copy()
                 lost[:, :, -1, :] = 0.0
-                frame.values[carry.next] = lost
-        return original(self, carry, mask, previous, bounds, frame, where)
+                values[carry.next] = lost
+        return original(self, carry, old, merge, bounds, values, where)
 
     monkeypatch.setattr(Interpreter, "_update_carry", faulty)
     engine = Engine.from_dir(package_path(package))

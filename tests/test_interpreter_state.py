@@ -298,3 +298,53 @@ def test_generation_overrides_bound_requests(tmp_path):
     with pytest.raises(RunError) as err:
         engine.run(max_new_tokens=9)
     assert err.value.code == "G88"
+
+
+def _recurrence_error(recurrence, old_shape, new_shape, bounds, grouped=False):
+    """The E57 message for one carried update (None if it passes)."""
+    from types import SimpleNamespace
+
+    from reference_runtime.workflow.interpreter import Interpreter
+
+    cell = SimpleNamespace(recurrence=recurrence)
+    old, new = np.zeros(old_shape, np.int64), np.zeros(new_shape, np.int64)
+    try:
+        Interpreter._check_recurrence(None, "c", cell, old, new, bounds, grouped, "loop")
+    except RunError as err:
+        assert err.code == "E57"
+        return err.message
+    return None
+
+
+def test_recurrence_checks_name_the_broken_fact():
+    from reference_runtime.package.model import (
+        BoundedRecurrence,
+        GrowingRecurrence,
+        InvariantRecurrence,
+    )
+
+    one, four = np.array([1]), np.array([4])
+    grow = GrowingRecurrence(kind="growing", axis=1, increment="i", max="m")
+    uniform = (one, four, 4, 1)  # increment, max, largest max, the one increment
+    assert _recurrence_error(grow, (2, 2, 3), (2, 3, 3), uniform) is None
+    assert "grew by 2 along axis 1, expected 1" in _recurrence_error(
+        grow, (2, 2, 3), (2, 4, 3), uniform
+    )
+    assert "reached 5 along axis 1, above max 4" in _recurrence_error(
+        grow, (2, 4, 3), (2, 5, 3), uniform
+    )
+    # Another axis changed as well as the growing one: the message names that axis.
+    assert "axis 2 changed 3 -> 4" in _recurrence_error(grow, (2, 2, 3), (2, 3, 4), uniform)
+    per_row = (np.array([1, 2]), np.array([4, 4]), 4, None)
+    assert "per-row growth" in _recurrence_error(grow, (2, 2, 3), (2, 3, 3), per_row)
+    assert _recurrence_error(grow, (2, 2, 3), (2, 4, 3), per_row, grouped=True) is None
+    assert "above the largest max" in _recurrence_error(
+        grow, (2, 4, 3), (2, 5, 3), per_row, grouped=True
+    )
+    bounded = BoundedRecurrence(kind="bounded", axis=0, max="m")
+    assert _recurrence_error(bounded, (3, 2), (4, 2), (None, four, 4, None)) is None
+    assert "bounded by 4 along axis 0" in _recurrence_error(
+        bounded, (4, 2), (5, 2), (None, four, 4, None)
+    )
+    invariant = InvariantRecurrence(kind="invariant")
+    assert "invariant but changed shape" in _recurrence_error(invariant, (2, 3), (2, 4), ())

@@ -162,14 +162,13 @@ def test_inactive_rows_keep_their_state(tmp_path):
     engine = counting_loop(tmp_path)
     interpreter = engine._interpreter
     seen = {}
-    original = interpreter._update_carry
+    original = interpreter._store_carries
 
-    def spy(carry, mask, previous, bounds, frame, where):
-        original(carry, mask, previous, bounds, frame, where)
-        if carry.cell == "n":
-            seen.setdefault("n", []).append(frame.values["n"][:, 0].tolist())
+    def spy(carries, previous, merge, bounds, values, where):
+        original(carries, previous, merge, bounds, values, where)
+        seen.setdefault("n", []).append(values["n"][:, 0].tolist())
 
-    interpreter._update_carry = spy
+    interpreter._store_carries = spy
     engine.run(inputs={"x": [1, 3]}, max_new_tokens=10)
     # The body runs on both rows every time; row 1 is inactive from iteration 3 on, so its n
     # is merged back to 5 instead of counting on to 6 and 7.

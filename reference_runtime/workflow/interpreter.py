@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -47,9 +48,18 @@ class LoopReport:
 
 
 class InvokePlan:
-    """What an invoke needs on every call, computed once: ports, checkers, the session."""
+    """What an invoke needs on every call, computed once: ports, checkers, the session.
 
-    __slots__ = ("step", "comp", "session", "inputs", "outputs", "output_ports", "scatter")
+    Contract checks at an invoke are a pure function of the dtypes and shapes of its ports
+    (each invoke binds symbols in a fresh component scope), so the plan remembers the last
+    signature that passed every check, and the scope it left after the inputs: a call whose
+    ports have exactly that signature would pass again and is not re-walked. Any difference in
+    a dtype or an extent runs every check in full.
+    """
+
+    __slots__ = ("step", "comp", "session", "inputs", "outputs", "output_ports", "scatter",
+                 "input_names", "input_ports", "output_names", "host_only", "contract",
+                 "checked_inputs", "checked_outputs", "input_scope")  # fmt: skip
 
     def __init__(self, interpreter: Interpreter, step: InvokeStep):
         self.step = step
@@ -74,16 +84,130 @@ class InvokePlan:
             (port, value, port_checker(declared_out, port), self.port_where(port, "output"))
             for port, value in step.outputs.items()
         ]
+        self.input_ports = tuple(port for port, _, _, _ in self.inputs)
+        self.input_names = tuple(name for _, name, _, _ in self.inputs)
         self.output_ports = list(step.outputs)
+        self.output_names = tuple(step.outputs.values())
         self.scatter = any(
             step.component in g.update.write_indices_ports for _, g in interpreter.scatter_groups
         )
+        self.host_only = getattr(self.session, "host_only", False)
+        self.contract = getattr(self.session, "contract", None)
+        self.checked_inputs = self.checked_outputs = self.input_scope = None
+
+    def check_inputs(self, args: list, signature: tuple) -> Symbols | None:
+        """Check the input ports (in full unless the signature is cached); returns the
+        component scope they leave, or None when the cached signature matched."""
+        if signature == self.checked_inputs:
+            return None  # every check would pass; the outputs rebuild the scope if they need it
+        self.checked_inputs = self.checked_outputs = None
+        scope = Symbols()
+        for (_, value_name, check_port, where), value in zip(self.inputs, args, strict=True):
+            if check_port is not None:
+                check_port(value_name, value, scope, where)
+        self.input_scope = dict(scope.bound)
+        self.checked_inputs = signature
+        return scope
+
+    def check_outputs(self, results: list, signature: tuple, scope: Symbols | None) -> None:
+        if signature == self.checked_outputs:
+            return
+        if scope is None:  # the inputs matched the cached signature
+            scope = Symbols()
+            scope.bound = dict(self.input_scope)
+        for (_, value_name, check_port, where), value in zip(self.outputs, results, strict=True):
+            if check_port is not None:
+                check_port(value_name, value, scope, where)
+        self.checked_outputs = signature
+
+    def compile(self, interpreter: Interpreter, general: Callable) -> Callable:
+        """The invoke as one straight-line function of the frame, specialised to its ports.
+
+        It does exactly what :meth:`Interpreter.invoke` does for a plain invoke (read the
+        bound values, check them, run the session, check and store the outputs, count the
+        call) without the per-port loops. Invokes that need more (scatter bounds, host-only
+        executors, contract executors, request-time overrides, an unavailable value) take the
+        general path, which reports every error.
+        """
+        if self.scatter or self.host_only or self.contract is not None:
+            return lambda frame: general(self.step, frame)
+        arg = [f"a{i}" for i in range(len(self.inputs))]
+        out = [f"o{i}" for i in range(len(self.outputs))]
+        fast = hasattr(self.session, "run_positional")
+        ports = ", ".join(f"{p!r}: {a}" for p, a in zip(self.input_ports, arg, strict=True))
+        lines = [
+            "def invoke(frame):",
+            "    if interpreter.overrides:",
+            "        return general(step, frame)",
+            "    values = frame.values",
+            "    try:",
+            *(f"        {a} = values[{n!r}]" for a, n in zip(arg, self.input_names, strict=True)),
+            "        pass",
+            "    except KeyError:",
+            "        return general(step, frame)",
+            f"    signature = ({''.join(f'{a}.dtype, {a}.shape, ' for a in arg)})",
+            "    scope = None if signature == plan.checked_inputs else "
+            f"plan.check_inputs([{', '.join(arg)}], signature)",
+        ]
+        if fast:  # the session returns its outputs in order
+            lines.append(f"    ({''.join(o + ', ' for o in out)}) = "
+                         f"run_positional({{{ports}}}, output_ports)")  # fmt: skip
+        else:
+            lines.append(f"    results = session.run({{{ports}}}, output_ports)")
+            lines += [
+                f"    {o} = results[{p!r}]" for o, p in zip(out, self.output_ports, strict=True)
+            ]
+        lines += [
+            f"    signature = ({''.join(f'{o}.dtype, {o}.shape, ' for o in out)})",
+            "    if signature != plan.checked_outputs:",
+            f"        plan.check_outputs([{', '.join(out)}], signature, scope)",
+            *(f"    values[{n!r}] = {o}" for o, n in zip(out, self.output_names, strict=True)),
+            "    interpreter.counters.invocations[component][executor] += 1",
+        ]
+        namespace = {
+            "interpreter": interpreter,
+            "general": general,
+            "step": self.step,
+            "plan": self,
+            "session": self.session,
+            "run_positional": getattr(self.session, "run_positional", None),
+            "output_ports": self.output_ports,
+            "component": self.step.component,
+            "executor": self.session.executor,
+        }
+        exec(compile("\n".join(lines), f"<invoke {self.step.component}>", "exec"), namespace)
+        return namespace["invoke"]
 
     def where(self) -> str:
         return f"{format_location(self.step.path)} (invoke {self.step.component!r})"
 
     def port_where(self, port: str, direction: str):
         return lambda: f"{self.where()}, {direction} port {port!r}"
+
+
+class _Described:
+    """``{where}: carried cell {name!r}``, formatted only if an error message uses it."""
+
+    __slots__ = ("where", "name")
+
+    def __init__(self, where: str, name: str):
+        self.where, self.name = where, name
+
+    def __str__(self) -> str:
+        return f"{self.where}: carried cell {self.name!r}"
+
+
+class CarryPlan:
+    """A loop's carried cell, resolved once: its state declaration and how it is checked."""
+
+    __slots__ = ("name", "next", "cell", "grouped", "invariant")
+
+    def __init__(self, carry, cell, grouped: bool):
+        self.name = carry.cell
+        self.next = carry.next
+        self.cell = cell
+        self.grouped = grouped
+        self.invariant = isinstance(cell.recurrence, InvariantRecurrence)
 
 
 @dataclass
@@ -97,7 +221,8 @@ class Frame:
     stop_on_eos: bool
     final_refs: dict[str, str] = field(default_factory=dict)  # session cell -> value name
     loop_reports: dict[int, LoopReport] = field(default_factory=dict)  # id(step) -> report
-    # the active-row masks of the enclosing loops' current iterations (innermost last)
+    # the active-row masks of the enclosing loops' current iterations where some rows are
+    # inactive (innermost last)
     active_rows: list[np.ndarray] = field(default_factory=list)
 
 
@@ -119,13 +244,10 @@ class Interpreter:
         workflow: Workflow,
         sessions: Mapping[str, object],
         counters: Counters,
-        *,
-        before_invoke: Callable | None = None,
     ):
         self.wf = workflow
         self.sessions = sessions
         self.counters = counters
-        self.before_invoke = before_invoke
         groups = workflow.serving.state_service.groups if workflow.serving else {}
         self.group_cells = {n for n, c in workflow.state.items() if c.service_group in groups}
         self.scatter_groups = [
@@ -133,7 +255,18 @@ class Interpreter:
         ]
         self.per_row_outputs = _per_row_outputs(workflow)
         self.plans: dict[int, InvokePlan] = {}
+        self.compiled: dict[int, Callable] = {}  # id(invoke step) -> its compiled invoke
+        self.step_lists: dict[int, tuple] = {}  # id(step list) -> (the list, its callables)
         self.overrides: dict = {}  # target component -> Override, for the current run
+        self.carries: dict[int, list[CarryPlan]] = {}  # id(loop step) -> its carried cells
+        self.wheres: dict[int, str] = {}  # id(emit step) -> its location, for diagnostics
+        self._dispatch = {
+            InvokeStep: self.invoke,
+            LoopStep: self.loop,
+            BranchStep: self.branch,
+            EmitStep: self.emit,
+            SequenceStep: self.sequence,
+        }
 
     # ------------------------------------------------------------------ entry
 
@@ -159,17 +292,25 @@ class Interpreter:
         return frame
 
     def steps(self, steps, frame: Frame) -> None:
-        for step in steps:
-            if isinstance(step, InvokeStep):
-                self.invoke(step, frame)
-            elif isinstance(step, LoopStep):
-                self.loop(step, frame)
-            elif isinstance(step, BranchStep):
-                self.branch(step, frame)
-            elif isinstance(step, EmitStep):
-                self.emit(step, frame)
-            elif isinstance(step, SequenceStep):
-                self.steps(step.steps, frame)
+        for run_step in self.compiled_steps(steps):
+            run_step(frame)
+
+    def compiled_steps(self, steps) -> tuple:
+        """A step list as callables of the frame, resolved once per list: an invoke's
+        compiled function, or the step kind's method bound to the step."""
+        entry = self.step_lists.get(id(steps))
+        if entry is None:
+            callables = tuple(
+                self._compiled_invoke(step)
+                if isinstance(step, InvokeStep)
+                else partial(self._dispatch[step.__class__], step)
+                for step in steps
+            )
+            entry = self.step_lists[id(steps)] = (steps, callables)  # the list stays alive
+        return entry[1]
+
+    def sequence(self, step: SequenceStep, frame: Frame) -> None:
+        self.steps(step.steps, frame)
 
     @staticmethod
     def read(frame: Frame, name: str, where: str) -> np.ndarray:
@@ -186,24 +327,29 @@ class Interpreter:
     # ------------------------------------------------------------------ invoke
 
     def invoke(self, step: InvokeStep, frame: Frame) -> None:
+        self._compiled_invoke(step)(frame)
+
+    def _compiled_invoke(self, step: InvokeStep) -> Callable:
+        compiled = self.compiled.get(id(step))
+        if compiled is None:
+            compiled = self.compiled[id(step)] = self.plan(step).compile(self, self.invoke_general)
+        return compiled
+
+    def plan(self, step: InvokeStep) -> InvokePlan:
         plan = self.plans.get(id(step))
         if plan is None:
             plan = self.plans[id(step)] = InvokePlan(self, step)
+        return plan
+
+    def invoke_general(self, step: InvokeStep, frame: Frame) -> None:
+        plan = self.plan(step)
         values = frame.values
-        scope = Symbols()  # a fresh component scope per invocation
-        inputs: dict[str, np.ndarray] = {}
-        for port, value_name, check_port, where in plan.inputs:
-            value = values.get(value_name)
-            if value is None:
-                value = self.read(frame, value_name, plan.where())
-            if check_port is not None:
-                check_port(value_name, value, scope, where)
-            inputs[port] = value
+        args = [self.read(frame, name, plan.where()) for name in plan.input_names]
+        scope = plan.check_inputs(args, _signature(args))
+        inputs = dict(zip(plan.input_ports, args, strict=True))
         if plan.scatter:
             self.check_scatter(step.component, inputs, frame, plan.where())
-        if self.before_invoke is not None:
-            self.before_invoke(step.component, plan.comp)
-        if getattr(plan.session, "host_only", False):
+        if plan.host_only:
             inputs = {port: to_host(value, self.counters) for port, value in inputs.items()}
         override = self.overrides.get(step.component)
         if override is not None:
@@ -211,16 +357,13 @@ class Interpreter:
             results = invoke_override(override, session, inputs, plan.output_ports, plan.where())
             self.counters.invoked(override.replacement, session.executor)
         else:
-            contract = getattr(plan.session, "contract", None)
-            if contract is not None:  # a runtime contract executor: counted at dispatch
-                self.counters.contract_executions[contract] += 1
+            if plan.contract is not None:  # a runtime contract executor: counted at dispatch
+                self.counters.contract_executions[plan.contract] += 1
             results = plan.session.run(inputs, plan.output_ports)
             self.counters.invoked(step.component, plan.session.executor)
-        for port, value_name, check_port, where in plan.outputs:
-            value = results[port]
-            if check_port is not None:
-                check_port(value_name, value, scope, where)
-            values[value_name] = value
+        produced = [results[port] for port in plan.output_ports]
+        plan.check_outputs(produced, _signature(produced), scope)
+        values.update(zip(plan.output_names, produced, strict=True))
 
     def check_scatter(self, component: str, inputs: dict, frame: Frame, where: str) -> None:
         """indexed_scatter bounds, checked before the component runs (FORMAT.md section 7)."""
@@ -315,30 +458,53 @@ class Interpreter:
                 "D44", f"{where}: iteration value {iteration.value!r} shadows an existing value"
             )
         active_iterations = None
+        carries = self.carries.get(id(step))
+        if carries is None:
+            carries = self.carries[id(step)] = [
+                CarryPlan(c, wf.state[c.cell], c.cell in self.group_cells) for c in step.carried
+            ]
+        cell_names = [c.name for c in carries]
+        predicate_after_body = faults.active("predicate_after_body")
+        skip_merge = faults.active("skip_inactive_merge")
+        body = self.compiled_steps(step.steps)
+        iteration_shape = None
+        counters = self.counters
         for index in range(limit):
-            if faults.active("predicate_after_body") and index == 0:
+            if predicate_after_body and index == 0:
                 mask = None  # the first body runs unconditionally, as in a do-while loop
             else:
                 mask = self._predicate(step, frame, where)
-            if mask is not None and not mask.any():
-                break
-            counted = np.ones(1, dtype=np.int64) if mask is None else mask.astype(np.int64)
-            if active_iterations is None:
-                active_iterations = np.zeros_like(counted)
-            active_iterations = active_iterations + counted
-            if iteration is not None:
-                frame.values[iteration.value] = self._iteration_value(
-                    iteration, index, frame, where
+            all_active = True
+            if mask is not None:
+                flags = mask.tolist()
+                if True not in flags:
+                    break
+                all_active = False not in flags
+                active_iterations = (
+                    mask.astype(np.int64) if active_iterations is None else active_iterations + mask
                 )
-            previous = {c.cell: frame.values[c.cell] for c in step.carried}
-            if mask is not None:
+            else:
+                active_iterations = (
+                    np.ones(1, dtype=np.int64)
+                    if active_iterations is None
+                    else active_iterations + 1
+                )
+            if iteration is not None:
+                if iteration_shape is None:
+                    iteration_shape = self._iteration_shape(iteration, frame, where)
+                frame.values[iteration.value] = np.full(iteration_shape, index, dtype=np.int64)
+            values = frame.values
+            previous = [values[name] for name in cell_names]
+            if not all_active:  # per-row emits skip the rows this mask marks inactive
                 frame.active_rows.append(mask)
-            self.steps(step.steps, frame)
-            if mask is not None:
+            for run_step in body:
+                run_step(frame)
+            if not all_active:
                 frame.active_rows.pop()
-            self.counters.loop_iterations += 1
-            for carry in step.carried:
-                self._update_carry(carry, mask, previous, bounds, frame, where)
+            counters.loop_iterations += 1
+            # Inactive rows are merged back only when some rows are active and some are not.
+            merge = None if all_active or mask.size == 1 or skip_merge else mask
+            self._store_carries(carries, previous, merge, bounds, frame.values, where)
         if iteration is not None:
             frame.values.pop(iteration.value, None)
         if active_iterations is None:
@@ -363,19 +529,17 @@ class Interpreter:
             )
         return to_host(value, self.counters).reshape(-1).copy()
 
-    def _iteration_value(self, iteration, index: int, frame: Frame, where: str) -> np.ndarray:
-        contract = iteration.contract
-        if contract.rank == 0:
-            return np.array(index, dtype=np.int64)
+    def _iteration_shape(self, iteration, frame: Frame, where: str) -> tuple[int, ...]:
+        """The shape of the iteration value (its symbols are bound before the first body)."""
         shape = []
-        for dim in contract.shape or ():
+        for dim in iteration.contract.shape or ():
             extent = frame.symbols.resolve(dim)
             if extent is None:
                 raise RunError(
                     "D44", f"{where}: iteration shape symbol {dim!r} is not bound by any value"
                 )
             shape.append(extent)
-        return np.full(shape, index, dtype=np.int64)
+        return tuple(shape)
 
     def _recurrence_bounds(self, cell, frame: Frame, where: str) -> tuple:
         rec = cell.recurrence
@@ -391,33 +555,51 @@ class Interpreter:
                     "E57", f"{where}: recurrence {key} {name!r} must be integer [] or [B]"
                 )
             out.append(value.reshape(-1).astype(np.int64))
-        return tuple(out)
+        increment, maximum = out
+        largest = int(maximum.max()) if maximum is not None else None
+        # One increment for every row (and at most one max): growth is checked exactly.
+        uniform = increment is not None and increment.size == 1
+        uniform = uniform and (maximum is None or maximum.size == 1)
+        step = int(increment[0]) if uniform else None
+        return increment, maximum, largest, step
 
-    def _update_carry(self, carry, mask, previous, bounds, frame: Frame, where: str) -> None:
-        cell_name = carry.cell
-        cell = self.wf.state[cell_name]
-        grouped = cell_name in self.group_cells
-        old = previous[cell_name]
-        new = frame.values.get(carry.next)
+    def _store_carries(self, carries, previous, merge, bounds, values: dict, where) -> None:
+        """After a body: each carried cell takes its next value, in declared order."""
+        for carry, old in zip(carries, previous, strict=True):
+            new = values.get(carry.next)
+            if (  # the common case: an invariant cell, every row active, nothing changed
+                merge is None
+                and carry.invariant
+                and new is not None
+                and new.shape == old.shape
+                and new.dtype == old.dtype
+            ):
+                values[carry.name] = new
+            else:
+                self._update_carry(carry, old, merge, bounds, values, where)
+
+    def _update_carry(self, carry: CarryPlan, old, merge, bounds, values: dict, where) -> None:
+        """Store a carried cell's next value after checking its recurrence; ``merge`` is the
+        active-row mask when inactive rows must keep their previous values (else None)."""
+        name = carry.name
+        new = values.get(carry.next)
         if new is None:
-            if grouped:
-                frame.values[cell_name] = old
+            if carry.grouped:
+                values[name] = old
                 return
             raise RunError(
-                "E57", f"{where}: next value {carry.next!r} of cell {cell_name!r} is unavailable"
+                "E57", f"{where}: next value {carry.next!r} of cell {name!r} is unavailable"
             )
-        self._check_recurrence(cell_name, cell, old, new, bounds[cell_name], grouped, where)
-        if mask is None or mask.size == 1 or mask.all() or grouped:
-            frame.values[cell_name] = new
-            return
-        if faults.active("skip_inactive_merge"):
-            frame.values[cell_name] = new
-            return
-        frame.values[cell_name] = _merge_inactive(cell_name, cell, old, new, mask, where)
+        if not (carry.invariant and new.shape == old.shape and new.dtype == old.dtype):
+            self._check_recurrence(name, carry.cell, old, new, bounds[name], carry.grouped, where)
+        if merge is None or carry.grouped:
+            values[name] = new
+        else:
+            values[name] = _merge_inactive(name, carry.cell, old, new, merge, where)
 
     def _check_recurrence(self, name, cell, old, new, bounds, grouped, where) -> None:
         rec = cell.recurrence
-        what = f"{where}: carried cell {name!r}"
+        what = _Described(where, name)
         if new.dtype != old.dtype or new.ndim != old.ndim:
             raise RunError(
                 "E57",
@@ -432,35 +614,28 @@ class Interpreter:
                 )
             return
         axis = rec.axis
-        for i, (a, b) in enumerate(zip(old.shape, new.shape, strict=True)):
-            if i != axis and a != b:
-                raise RunError(
-                    "E57",
-                    f"{what} may change only along axis {axis}, but axis {i} changed {a} -> {b}",
-                )
-        increment, maximum = bounds
-        grown = new.shape[axis] - old.shape[axis]
+        o, n = old.shape, new.shape
+        if o[:axis] != n[:axis] or o[axis + 1 :] != n[axis + 1 :]:
+            changed = next(
+                i for i, (a, b) in enumerate(zip(o, n, strict=True)) if a != b and i != axis
+            )
+            raise RunError(
+                "E57",
+                f"{what} may change only along axis {axis}, but axis {changed} changed "
+                f"{o[changed]} -> {n[changed]}",
+            )
+        increment, maximum, largest, step = bounds
+        grown = n[axis] - o[axis]
         if isinstance(rec, GrowingRecurrence):
-            if (
-                increment is not None
-                and increment.size == 1
-                and maximum is None
-                or (
-                    increment is not None
-                    and increment.size == 1
-                    and maximum is not None
-                    and maximum.size == 1
-                )
-            ):
-                if grown != int(increment[0]):
+            if step is not None:
+                if grown != step:
                     raise RunError(
-                        "E57",
-                        f"{what} grew by {grown} along axis {axis}, expected {int(increment[0])}",
+                        "E57", f"{what} grew by {grown} along axis {axis}, expected {step}"
                     )
-                if maximum is not None and new.shape[axis] > int(maximum[0]):
+                if largest is not None and n[axis] > largest:
                     raise RunError(
                         "E57",
-                        f"{what} reached {new.shape[axis]} along axis {axis}, above max {int(maximum[0])}",
+                        f"{what} reached {n[axis]} along axis {axis}, above max {largest}",
                     )
                 return
             if not grouped:
@@ -469,11 +644,11 @@ class Interpreter:
                 )
             if maximum is not None and increment is not None and (increment > maximum).any():
                 raise RunError("E57", f"{what}: a row's increment exceeds its max")
-            if maximum is not None and new.shape[axis] > int(maximum.max()):
+            if maximum is not None and new.shape[axis] > largest:
                 raise RunError("E57", f"{what} reached {new.shape[axis]}, above the largest max")
             return
         # bounded
-        limit = int(maximum.max()) if maximum is not None else None
+        limit = largest
         if limit is not None and (old.shape[axis] > limit or new.shape[axis] > limit):
             raise RunError(
                 "E57",
@@ -518,27 +693,45 @@ class Interpreter:
     # ------------------------------------------------------------------ emit
 
     def emit(self, step: EmitStep, frame: Frame) -> None:
-        where = f"{format_location(step.path)} (emit into {step.output!r})"
+        where = self.wheres.get(id(step))
+        if where is None:
+            where = self.wheres[id(step)] = (
+                f"{format_location(step.path)} (emit into {step.output!r})"
+            )
+        values = frame.values
+        counters = self.counters
         # Emits publish to the host: every value they read is materialised there.
-        when = to_host(self.read(frame, step.when, where), self.counters) if step.when else None
-        length = (
-            to_host(self.read(frame, step.valid_length, where), self.counters)
-            if step.valid_length
-            else None
-        )
-        if when is not None and (when.dtype != np.bool_ or when.ndim > 1 or when.size == 0):
-            raise RunError(
-                "D85", f"{where}: when {step.when!r} must be a non-empty bool of rank <= 1"
-            )
-        if length is not None and (
-            length.dtype.kind not in "iu" or length.ndim > 1 or length.size == 0
-        ):
-            raise RunError(
-                "D85",
-                f"{where}: valid_length {step.valid_length!r} must be a non-empty integer of rank <= 1",
-            )
-        value = to_host(self.read(frame, step.value, where), self.counters)
+        when = length = None
+        if step.when:
+            when = values.get(step.when)
+            if when is None:
+                when = self.read(frame, step.when, where)
+            when = to_host(when, counters)
+            if when.dtype != np.bool_ or when.ndim > 1 or when.size == 0:
+                raise RunError(
+                    "D85", f"{where}: when {step.when!r} must be a non-empty bool of rank <= 1"
+                )
+        if step.valid_length:
+            length = values.get(step.valid_length)
+            if length is None:
+                length = self.read(frame, step.valid_length, where)
+            length = to_host(length, counters)
+            if length.dtype.kind not in "iu" or length.ndim > 1 or length.size == 0:
+                raise RunError(
+                    "D85",
+                    f"{where}: valid_length {step.valid_length!r} must be a non-empty integer of "
+                    "rank <= 1",
+                )
+        value = values.get(step.value)
+        if value is None:
+            value = self.read(frame, step.value, where)
+        value = to_host(value, counters)
         frame.outputs.emit(step, value, when, length, frame.symbols, where, frame.active_rows)
+
+
+def _signature(arrays) -> tuple:
+    """What an invoke's contract checks depend on: each port's dtype and shape, flat."""
+    return tuple(x for a in arrays for x in (a.dtype, a.shape))
 
 
 def _per_row_outputs(workflow: Workflow) -> set[str]:

@@ -28,6 +28,22 @@ class OutputStore:
         self.events: dict[str, list[np.ndarray]] = {}
         self.rows: dict[str, list[np.ndarray | None]] = {}
         self.row_events: dict[str, list[list[np.ndarray]]] = {}
+        self.off_by_one = faults.active("emit_off_by_one")
+        self.checked: dict[int, tuple] = {}  # id(emit step) -> the last signature that passed
+        self.layouts: dict[tuple, tuple] = {}  # (id(emit step), rank) -> its row layout
+
+    def check(self, step, value, contract, symbols: Symbols, where, free=(), bind=True) -> None:
+        """Check an emitted value against the output's contract (binding package symbols
+        unless ``bind`` is off). The result depends only on the value's dtype and shape and on
+        the package scope, which only grows, so a value whose signature matches the last one
+        that passed (in a scope of the same size) passes again and is not re-checked."""
+        key = (value.dtype, value.shape, len(symbols.bound))
+        if self.checked.get(id(step)) == key:
+            return
+        check(
+            step.value, value, contract, symbols if bind else symbols.copy(), where, free_axes=free
+        )
+        self.checked[id(step)] = (value.dtype, value.shape, len(symbols.bound))
 
     # ------------------------------------------------------------------ emitting
 
@@ -62,11 +78,11 @@ class OutputStore:
         name = step.output
         if step.mode == "append":
             axis = self._axis(step, value, where)
-            check(step.value, value, output.contract, symbols, where, free_axes=(axis,))
+            self.check(step, value, output.contract, symbols, where, (axis,))
             previous = self.dense.get(name)
             self.dense[name] = value if previous is None else _concat(previous, value, axis, where)
             return
-        check(step.value, value, output.contract, symbols, where)
+        self.check(step, value, output.contract, symbols, where)
         if step.mode == "event":
             self.events.setdefault(name, []).append(value)
         self.dense[name] = value
@@ -75,25 +91,71 @@ class OutputStore:
         self, step, output, value, when, valid_length, symbols, where, active_rows
     ) -> None:
         name = step.output
-        axis_r = output.contract.request_axis or 0
-        if value.ndim == 0:
-            raise RunError("D85", f"{where}: a per-row emit needs a value of rank >= 1")
-        rows = int(value.shape[axis_r])
+        layout = self.layouts.get((id(step), value.ndim))
+        if layout is None:
+            layout = self.layouts[(id(step), value.ndim)] = self._row_layout(
+                step, output, value, where
+            )
+        axis_r, chunk_axis, free, before_row, before_chunk = layout
+        rows = value.shape[axis_r]
         guard = _row_control(when, rows, "when", where)
-        inactive = _inactive_rows(active_rows, rows, output.contract)
+        inactive = _inactive_rows(active_rows, rows, output.contract) if active_rows else None
         lengths = _row_control(valid_length, rows, "valid_length", where)
         if self.batch is None:
             self.batch = rows
-        streams = self.rows.setdefault(name, [None] * max(rows, self.batch))
+        streams = self.rows.get(name)
+        if streams is None:
+            streams = self.rows[name] = [None] * max(rows, self.batch)
         if len(streams) < rows:
             streams.extend([None] * (rows - len(streams)))
-        chunk_axis = (
-            self._axis(step, value, where)
-            if (lengths is not None or step.mode == "append")
-            else None
-        )
         # One check of the whole value stands for every row's chunk: a row's chunk shares its
         # dtype, rank and every axis but the request axis (one row each) and the chunk axis.
+        self.check(step, value, output.contract, symbols, where, free, bind=False)
+        for r in range(rows):
+            if guard is not None and not guard[r] or inactive is not None and inactive[r]:
+                continue  # a row that publishes nothing this time
+            chunk = value[(*before_row, slice(r, r + 1))]
+            if lengths is not None:
+                n = lengths[r]
+                extent = chunk.shape[chunk_axis]
+                if n < 0 or n > extent:
+                    raise RunError(
+                        "D85",
+                        f"{where}: valid_length {n} of row {r} is outside [0, {extent}] "
+                        f"(axis {chunk_axis} of {step.value!r})",
+                    )
+                if n != extent:
+                    chunk = chunk[(*before_chunk, slice(0, n))]
+            if self.off_by_one:
+                cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
+                chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
+            if step.mode == "append":
+                previous = streams[r]
+                streams[r] = (
+                    chunk.copy()
+                    if previous is None
+                    else _concat(previous, chunk, chunk_axis, where)
+                )
+            else:
+                chunk = chunk.copy()  # a published row owns its data
+                if step.mode == "event":
+                    events = self.row_events.setdefault(name, [[] for _ in streams])
+                    while len(events) < len(streams):
+                        events.append([])
+                    events[r].append(chunk)
+                streams[r] = chunk
+
+    def _row_layout(self, step, output, value, where) -> tuple:
+        """Where a per-row emit cuts its value (fixed by the step and the value's rank): the
+        request axis, the chunk axis (None when the row is published whole), the axes a
+        whole-value check leaves free, and the index prefixes that reach those axes."""
+        name = step.output
+        axis_r = output.contract.request_axis or 0
+        if value.ndim == 0:
+            raise RunError("D85", f"{where}: a per-row emit needs a value of rank >= 1")
+        chunk_axis = (
+            self._axis(step, value, where) if (step.valid_length or step.mode == "append") else None
+        )
         request_dim = output.contract.shape[axis_r] if output.contract.shape else None
         if isinstance(request_dim, int) and request_dim != 1:
             raise RunError(
@@ -102,36 +164,9 @@ class OutputStore:
                 "each row publishes one",
             )
         free = (axis_r,) if chunk_axis is None else (axis_r, chunk_axis)
-        check(step.value, value, output.contract, symbols.copy(), where, free_axes=free)
-        for r in range(rows):
-            if guard is not None and not bool(guard[r]) or inactive is not None and inactive[r]:
-                continue
-            chunk = np.take(value, [r], axis=axis_r)
-            if lengths is not None:
-                n = int(lengths[r])
-                extent = chunk.shape[chunk_axis]
-                if n < 0 or n > extent:
-                    raise RunError(
-                        "D85",
-                        f"{where}: valid_length {n} of row {r} is outside [0, {extent}] "
-                        f"(axis {chunk_axis} of {step.value!r})",
-                    )
-                chunk = np.take(chunk, np.arange(n), axis=chunk_axis)
-            if faults.active("emit_off_by_one"):
-                cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
-                chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
-            if step.mode == "append":
-                previous = streams[r]
-                streams[r] = (
-                    chunk if previous is None else _concat(previous, chunk, chunk_axis, where)
-                )
-            else:
-                if step.mode == "event":
-                    events = self.row_events.setdefault(name, [[] for _ in streams])
-                    while len(events) < len(streams):
-                        events.append([])
-                    events[r].append(chunk)
-                streams[r] = chunk
+        before_row = (slice(None),) * axis_r
+        before_chunk = (slice(None),) * chunk_axis if chunk_axis is not None else ()
+        return axis_r, chunk_axis, free, before_row, before_chunk
 
     # ------------------------------------------------------------------ results
 
@@ -167,32 +202,33 @@ def _inactive_rows(masks, rows: int, contract) -> np.ndarray | None:
     return inactive
 
 
-def _row_control(value, rows: int, what: str, where: str):
+def _row_control(value, rows: int, what: str, where: str) -> list | None:
+    """A ``when`` / ``valid_length`` value as one Python value per row."""
     if value is None:
         return None
-    flat = np.asarray(value).reshape(-1)
-    if flat.size == 1:
-        return np.repeat(flat, rows)
-    if flat.size != rows:
+    flat = value.reshape(-1).tolist()
+    if len(flat) == 1:
+        return flat * rows
+    if len(flat) != rows:
         raise RunError(
             "D85",
-            f"{where}: {what} holds {flat.size} values for {rows} rows (give 1 or one per row)",
+            f"{where}: {what} holds {len(flat)} values for {rows} rows (give 1 or one per row)",
         )
     return flat
 
 
 def _concat(previous: np.ndarray, chunk: np.ndarray, axis: int, where: str) -> np.ndarray:
-    if previous.dtype != chunk.dtype or previous.ndim != chunk.ndim:
+    p, c = previous.shape, chunk.shape
+    if previous.dtype != chunk.dtype or len(p) != len(c):
         raise RunError(
             "D85",
             f"{where}: cannot append {dtype_name(chunk)} rank {chunk.ndim} to "
             f"{dtype_name(previous)} rank {previous.ndim}",
         )
-    for i, (a, b) in enumerate(zip(previous.shape, chunk.shape, strict=True)):
-        if i != axis and a != b:
-            raise RunError(
-                "D85",
-                f"{where}: appended chunk has shape {list(chunk.shape)}, which differs from "
-                f"{list(previous.shape)} outside axis {axis}",
-            )
-    return np.concatenate([previous, chunk], axis=axis)
+    if p[:axis] != c[:axis] or p[axis + 1 :] != c[axis + 1 :]:
+        raise RunError(
+            "D85",
+            f"{where}: appended chunk has shape {list(c)}, which differs from {list(p)} outside "
+            f"axis {axis}",
+        )
+    return np.concatenate((previous, chunk), axis=axis)
