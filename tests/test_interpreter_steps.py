@@ -9,6 +9,7 @@ from reference_runtime import Engine, RunError
 from tests.kit import (
     app,
     cell,
+    component,
     contract,
     emit,
     graph,
@@ -341,3 +342,50 @@ def test_output_port_contract_is_checked_at_run_time(tmp_path):
         engine.run(inputs={"x": [1, 2]})
     assert err.value.code == "H84"
     assert "output port 'y'" in err.value.message and "expected 3" in err.value.message
+
+
+def test_a_port_whose_shape_changes_between_iterations_is_checked_again(tmp_path):
+    """Invoke checks are cached by the ports' dtypes and shapes; a new shape on a later
+    iteration runs them again, so the third call's output is refused (H84)."""
+    widths = contract("int64", 2)
+    wf = {
+        "inputs": {"x": app(I64),
+                   "request.max": request_input(contract("int64", 1), "max_output_tokens")},
+        "outputs": {"tokens": out(rows("int64", "generated"), role="tokens")},
+        "components": {
+            "to_column": component("to_column.onnx", {"x": I64}, {"y": COL}),
+            "add1": component("add1.onnx", {"x": COL}, {"y": COL}),
+            "widths": component("widths.onnx", {"x": COL}, {"y": widths}),
+        },
+        "state": {"n": cell(COL, "n.start")},
+        "steps": [
+            invoke("to_column", {"x": "x"}, {"y": "n.start"}),
+            {"kind": "loop", "max_iterations": "request.max",
+             "carried": [{"cell": "n", "next": "n.next"}],
+             "steps": [invoke("add1", {"x": "n"}, {"y": "n.next"}),
+                       invoke("widths", {"x": "n"}, {"y": "w"}),
+                       emit("n.next", "tokens", "append", when="package.go", axis=1)]},
+        ],
+    }  # fmt: skip
+    wf["inputs"]["package.go"] = literal(BOOL, True)
+    wf["steps"][1]["continue_when"] = "package.go"
+    graphs = {
+        "to_column.onnx": graph(
+            {"x": I64}, {"y": COL},
+            [node("Unsqueeze", ["x", "axes"], ["y"])], {"axes": np.array([1], np.int64)},
+        ),
+        "add1.onnx": add_const(1, shape=("batch", 1)),
+        # y = [0, 1, ..., n - 1]: its length follows the value of n.
+        "widths.onnx": graph(
+            {"x": COL}, {"y": contract("int64", "m")},
+            [node("ReduceMax", ["x"], ["top"], keepdims=0), node("Range", ["z", "top", "one"], ["y"])],
+            {"z": np.array(0, np.int64), "one": np.array(1, np.int64)},
+        ),
+    }  # fmt: skip
+    engine = Engine.from_dir(package(tmp_path / "w", wf, graphs))
+    assert engine.run(inputs={"x": [2]}, max_new_tokens=1).tokens == [[3]]
+    with pytest.raises(RunError) as err:
+        engine.run(inputs={"x": [2]}, max_new_tokens=3)
+    assert err.value.code == "H84"
+    assert "output port 'y'" in err.value.message and "axis 0 is 3, expected 2" in err.value.message
+    assert engine.counters["invocations"]["widths"] == {"ort": 3}

@@ -72,6 +72,15 @@ def test_unavailable_device_or_executor_is_refused_not_substituted():
     assert err.value.code == "H89" and "CUDAExecutionProvider" in err.value.message
 
 
+def test_onnx_runtime_sessions_never_retry_on_another_provider():
+    """ONNX Runtime's Python sessions retry a failed run on the CPU provider unless told not
+    to; every session the ort executor creates has that retry switched off."""
+    engine = Engine.from_dir(package_path("lora"))
+    sessions = [s.session for s in engine._sessions.values() if s.executor == "ort"]
+    assert sessions
+    assert all(session._enable_fallback is False for session in sessions)
+
+
 def lora_request(segments, counts, scales, active):
     return {
         "activations": np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)[: len(counts)],

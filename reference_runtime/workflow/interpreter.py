@@ -158,11 +158,11 @@ class InvokePlan:
                 f"    {o} = results[{p!r}]" for o, p in zip(out, self.output_ports, strict=True)
             ]
         lines += [
+            "    interpreter.counters.invocations[component][executor] += 1",
             f"    signature = ({''.join(f'{o}.dtype, {o}.shape, ' for o in out)})",
             "    if signature != plan.checked_outputs:",
             f"        plan.check_outputs([{', '.join(out)}], signature, scope)",
             *(f"    values[{n!r}] = {o}" for o, n in zip(out, self.output_names, strict=True)),
-            "    interpreter.counters.invocations[component][executor] += 1",
         ]
         namespace = {
             "interpreter": interpreter,
