@@ -457,7 +457,6 @@ class Interpreter:
             raise RunError(
                 "D44", f"{where}: iteration value {iteration.value!r} shadows an existing value"
             )
-        active_iterations = None
         carries = self.carries.get(id(step))
         if carries is None:
             carries = self.carries[id(step)] = [
@@ -469,6 +468,9 @@ class Interpreter:
         body = self.compiled_steps(step.steps)
         iteration_shape = None
         counters = self.counters
+        # How many bodies each row was active for: bodies with every row active are counted
+        # once; the masks of the others are summed per row.
+        full_iterations, partial, width = 0, None, 1
         for index in range(limit):
             if predicate_after_body and index == 0:
                 mask = None  # the first body runs unconditionally, as in a do-while loop
@@ -480,15 +482,11 @@ class Interpreter:
                 if True not in flags:
                     break
                 all_active = False not in flags
-                active_iterations = (
-                    mask.astype(np.int64) if active_iterations is None else active_iterations + mask
-                )
+                width = len(flags)
+            if all_active:
+                full_iterations += 1
             else:
-                active_iterations = (
-                    np.ones(1, dtype=np.int64)
-                    if active_iterations is None
-                    else active_iterations + 1
-                )
+                partial = mask.astype(np.int64) if partial is None else partial + mask
             if iteration is not None:
                 if iteration_shape is None:
                     iteration_shape = self._iteration_shape(iteration, frame, where)
@@ -507,8 +505,10 @@ class Interpreter:
             self._store_carries(carries, previous, merge, bounds, frame.values, where)
         if iteration is not None:
             frame.values.pop(iteration.value, None)
-        if active_iterations is None:
-            active_iterations = np.zeros(1, dtype=np.int64)
+        if partial is not None:
+            active_iterations = partial + full_iterations
+        else:
+            active_iterations = np.full(width, full_iterations, dtype=np.int64)
         frame.loop_reports[id(step)] = LoopReport(active_iterations, limit)
         for carry in step.carried:
             if wf.state[carry.cell].scope == "session":
@@ -527,7 +527,7 @@ class Interpreter:
                 f"{where}: continue_when {step.continue_when!r} must be a non-empty bool of rank "
                 f"<= 1, got {dtype_name(value)} of shape {list(value.shape)}",
             )
-        return to_host(value, self.counters).reshape(-1).copy()
+        return to_host(value, self.counters).reshape(-1)
 
     def _iteration_shape(self, iteration, frame: Frame, where: str) -> tuple[int, ...]:
         """The shape of the iteration value (its symbols are bound before the first body)."""
