@@ -25,6 +25,12 @@ NUMPY = {
 # CuPy has no bfloat16 (nor any ml_dtypes type).
 CUDA_UNSUPPORTED = {TensorProto.BFLOAT16}
 ONNX_OF = {v: k for k, v in NUMPY.items()}
+BFLOAT16 = NUMPY[TensorProto.BFLOAT16]
+
+
+def low_precision(dtype) -> bool:
+    """float16 or bfloat16: the dtypes computed in float32 and rounded back."""
+    return dtype.itemsize == 2 and (dtype.kind == "f" or dtype == BFLOAT16)
 
 
 def name(elem_type: int) -> str:

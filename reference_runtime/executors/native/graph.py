@@ -1,18 +1,24 @@
 """Plans and runs ONNX graphs with the registered kernels.
 
 A :class:`Plan` is built once per graph (and once per subgraph): every node's kernel is chosen
-by (domain, op type, opset), its attributes decoded, its subgraphs planned, and for every value
-the node after which it is no longer needed, so values are freed after their last use. Anything
-the executor does not implement is collected while planning and refused as a whole.
+by (domain, op type, opset), its attributes decoded, its subgraphs planned, nodes whose inputs
+are all constants folded, and for every value the node after which it is no longer needed, so
+values are freed after their last use. Anything the executor does not implement is collected
+while planning and refused as a whole.
 
-At run time a plan walks its nodes in order (ONNX graphs are topologically sorted). Each
+On its first run a plan is compiled into one Python function (see :class:`_Codegen`, and
+``plan.source`` to read it): the nodes in order (ONNX graphs are topologically sorted), one
+kernel call each, with the values in local variables. On tiny graphs, where the cost of a node
+is the Python around its kernel, this keeps that cost close to the kernel call itself. Each
 node's outputs are checked against the dtypes ONNX shape inference gave them, so a kernel can
 never let a float64 (or any other dtype) creep in unnoticed.
 """
 
 from __future__ import annotations
 
-from collections import ChainMap
+import linecache
+import re
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +60,9 @@ class NodeView:
         self.opset = opset
         self.attrs: dict = {}
         self.subgraphs: dict[str, Plan | list[Plan]] = {}
-        self.env = None  # the enclosing values, set for nodes that run subgraphs
+        # For nodes that run subgraphs: the enclosing values those subgraphs read, by name
+        # (set just before the node runs).
+        self.env = None
         self.n_outputs = len(proto.output)
 
     def attr(self, name: str, default=None):
@@ -128,8 +136,9 @@ class Plan:
         for node in graph.node:
             local |= {o for o in node.output if o}
         visible = set(outer) | local
+        self.name = graph.name
         self.nodes: list[PlannedNode] = []
-        self._steps: list | None = None  # compiled on the first run (after folding)
+        self._compiled: _Compiled | None = None  # built on the first run (after folding)
         self.outer_refs: set[str] = set()
         for proto in graph.node:
             planned = self._plan_node(proto, visible)
@@ -224,29 +233,13 @@ class Plan:
         return self._run(feeds, outer)
 
     def _run(self, feeds: dict, outer=None) -> dict:
-        env: dict = dict(self.initializers)
-        env.update(feeds)
-        scope = ChainMap(env, outer) if outer is not None else env
-        steps = self._steps if self._steps is not None else self._compile_steps()
-        node = None
+        compiled = self._compiled or self._compile()
         try:
-            for node, call, view, inputs, outputs, checks, free in steps:
-                if view.subgraphs:
-                    view.env = scope
-                results = call(view, *[scope[name] if name else None for name in inputs])
-                if results.__class__ is not tuple and results.__class__ is not list:
-                    results = (results,)
-                for name, value in zip(outputs, results, strict=False):
-                    if name:
-                        env[name] = value
-                for index, name, want in checks:
-                    if index < len(results) and results[index].dtype != want:
-                        raise _wrong_dtype(node, name, results[index].dtype, want)
-                for name in free:
-                    env.pop(name, None)
+            return compiled.function(feeds, outer)
         except RunError:
             raise
         except Exception as exc:
+            node = compiled.failed_node(exc)
             if node is None:
                 raise
             view = node.view
@@ -256,41 +249,30 @@ class Plan:
                 f"{type(exc).__name__}: {exc}",
                 hint="Run the component with --executor ort to compare.",
             ) from exc
-        return {name: scope[name] for name in self.outputs}
 
-    def _compile_steps(self) -> list:
-        """Per node, what the run loop needs, unpacked once: the callable, its view, the value
-        names, the output dtypes to check and the values to free afterwards."""
-        steps = []
-        for node in self.nodes:
-            if node.function is not None:
-                function = node.function
+    @property
+    def source(self) -> str:
+        """The Python source of this plan's run function (for reading and debugging)."""
+        return (self._compiled or self._compile()).source
 
-                def call(view, *args, function=function):
-                    return function.run_positional(list(args))
-
-            else:
-                call = node.kernel.fn
-            checks = tuple(
-                (i, name, want)
-                for i, (name, want) in enumerate(zip(node.outputs, node.expected, strict=False))
-                if name and want is not None
-            )
-            steps.append((node, call, node.view, node.inputs, node.outputs, checks, node.free))
-        self._steps = steps
-        return steps
+    def _compile(self) -> _Compiled:
+        self._compiled = _Codegen(self).compile()
+        return self._compiled
 
     def _fold_constants(self) -> None:
         """Run, once at load, every deterministic node whose inputs are all constants; its
         outputs become constants of the plan (a graph's Constant nodes, shape arithmetic on
         initializers...)."""
         kept = []
+        inputs = set(self.inputs)
         for node in self.nodes:
             foldable = (
                 node.kernel is not None
                 and not node.view.subgraphs
                 and node.view.op_type not in NONDETERMINISTIC
-                and all(not n or n in self.initializers for n in node.inputs)
+                # An initializer that is also a graph input is only a default: a feed may
+                # replace it.
+                and all(not n or (n in self.initializers and n not in inputs) for n in node.inputs)
             )
             if foldable:
                 args = [self.initializers[n] if n else None for n in node.inputs]
@@ -302,6 +284,7 @@ class Plan:
                     continue
                 if not isinstance(results, tuple | list):
                     results = (results,)
+                results = [_as_array(node.view.xp, value) for value in results]
                 if any(
                     want is not None and value.dtype != want
                     for value, want in zip(results, node.expected, strict=False)
@@ -394,3 +377,243 @@ def _wrong_dtype(node: PlannedNode, name: str, got, want) -> RunError:
         f"the graph says {want}",
         hint="This is a bug in the native kernel; run with --executor ort.",
     )
+
+
+# ---------------------------------------------------------------------- compiling plans
+
+
+def _as_array(xp, value):
+    """A kernel result as an array: NumPy arithmetic on 0-d arrays returns NumPy scalars (and a
+    kernel may return a Python number); ONNX values are arrays, 0-d for scalars."""
+    if value is None or isinstance(value, xp.ndarray):
+        return value
+    return xp.asarray(value)
+
+
+def _settle(node: PlannedNode, index: int, value):
+    """Output ``index`` of ``node`` as an array of the dtype the graph gives it, or RunError."""
+    value = _as_array(node.view.xp, value)
+    want = node.expected[index]
+    if want is not None and (value is None or value.dtype != want):
+        raise _wrong_dtype(node, node.outputs[index], getattr(value, "dtype", None), want)
+    return value
+
+
+def _one(node: PlannedNode, results):
+    """The slow path of a single-output node: a result that is not an array of the expected
+    dtype (a one-element tuple, a NumPy scalar, a wrong dtype)."""
+    if isinstance(results, tuple | list):
+        if not results:
+            raise ValueError("the kernel returned no result")
+        results = results[0]
+    return _settle(node, 0, results)
+
+
+def _several(node: PlannedNode, results) -> list:
+    """The results of a multi-output node for its named outputs, settled."""
+    if not isinstance(results, tuple | list):
+        results = (results,)
+    values = []
+    for index, name in enumerate(node.outputs):
+        if name:
+            if index >= len(results):
+                raise ValueError(
+                    f"the kernel returned {len(results)} results, output {index} ({name!r}) "
+                    "is missing"
+                )
+            values.append(_settle(node, index, results[index]))
+    return values
+
+
+def _lookup(feeds: dict, outer, name: str):
+    """A value the graph does not define: fed by the caller, or from the enclosing scope."""
+    if name in feeds:
+        return feeds[name]
+    if outer is None:
+        raise KeyError(name)
+    return outer[name]
+
+
+@dataclass
+class _Compiled:
+    """A plan's generated run function, its source, and which node each source line runs."""
+
+    function: object
+    source: str
+    code: object
+    line_nodes: dict[int, PlannedNode]
+
+    def failed_node(self, exc: BaseException) -> PlannedNode | None:
+        """The node whose line of the run function raised ``exc`` (None: outside any node)."""
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is self.code:
+                return self.line_nodes.get(tb.tb_lineno)
+            tb = tb.tb_next
+        return None
+
+
+class _Codegen:
+    """Writes a plan as one Python function, ``run(feeds, outer) -> {output name: value}``.
+
+    The function is the plan's node list unrolled, in order. For every node::
+
+        # 12: Add 'add_3'
+        v_sum = K12(N12, v_x, c_one)
+        if v_sum.__class__ is not ARRAY or v_sum.dtype is not T12: v_sum = ONE(P12, v_sum)
+        del v_x
+
+    ``K12`` is the kernel, ``N12`` its node view, ``P12`` the planned node and ``T12`` the
+    dtype its output must have; the second line is the output check, whose fast path is two
+    identity tests (``ONE`` converts a NumPy scalar or raises the dtype error). Values live in
+    local variables (``v_`` + the ONNX name made an identifier) and are ``del``-ed after their
+    last use so large intermediates are freed as early as before. Constants (initializers and
+    folded values, ``c_`` + name), kernels and views are names of the function's own global
+    namespace. Graph inputs are read from ``feeds`` on the line of their first use, values of
+    an enclosing graph (a subgraph's outer references) from ``outer`` likewise; a node that
+    runs subgraphs first gets, in ``view.env``, the outer values they reference.
+
+    A kernel's exception is mapped back to its node by the line of the run function it came
+    through (``line_nodes``), so no bookkeeping runs per node.
+    """
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        xp = plan.ctx.xp
+        self.namespace: dict = {
+            "ARRAY": xp.ndarray,
+            "ONE": _one,
+            "SEVERAL": _several,
+            "LOOKUP": _lookup,
+        }
+        self.lines: list[str] = []
+        self.line_nodes: dict[int, PlannedNode] = {}
+        self.identifiers: dict[str, str] = {}  # value name -> local or global identifier
+        self.taken: set[str] = set(self.namespace) | {"run", "feeds", "outer"}
+        self.bound: set[str] = set()  # value names held in local variables at this point
+        self.inputs = set(plan.inputs)
+
+    def compile(self) -> _Compiled:
+        plan = self.plan
+        self.lines.append("def run(feeds, outer):")
+        for index, node in enumerate(plan.nodes):
+            self._node(index, node)
+        returned = ", ".join(f"{name!r}: {self._value(name, None)}" for name in plan.outputs)
+        self._emit(f"return {{{returned}}}", None)
+        source = "\n".join(self.lines) + "\n"
+        filename = f"<native plan {plan.name!r} at {id(plan):#x}>"
+        code = compile(source, filename, "exec")
+        exec(code, self.namespace)
+        function = self.namespace["run"]
+        # Tracebacks through the generated function show its lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        weakref.finalize(plan, linecache.cache.pop, filename, None)
+        return _Compiled(function, source, function.__code__, self.line_nodes)
+
+    def _emit(self, line: str, node: PlannedNode | None) -> None:
+        self.lines.append("    " + line)
+        if node is not None:
+            self.line_nodes[len(self.lines)] = node
+
+    def _identifier(self, name: str, prefix: str) -> str:
+        base = prefix + re.sub(r"\W", "_", name, flags=re.ASCII)
+        candidate, n = base, 1
+        while candidate in self.taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        self.taken.add(candidate)
+        return candidate
+
+    def _value(self, name: str, node: PlannedNode | None) -> str:
+        """The expression for value ``name`` read by ``node``; emits its load from ``feeds``
+        or ``outer`` first if it is not bound yet."""
+        if not name:
+            return "None"
+        if name in self.bound:
+            return self.identifiers[name]
+        plan = self.plan
+        if name in plan.initializers and name not in self.inputs:
+            if name not in self.identifiers:
+                constant = self.identifiers[name] = self._identifier(name, "c_")
+                self.namespace[constant] = plan.initializers[name]
+            return self.identifiers[name]
+        target = self.identifiers[name] = self._identifier(name, "v_")
+        if name in self.inputs and name in plan.initializers:  # a default the feeds may replace
+            constant = self._identifier(name, "c_")
+            self.namespace[constant] = plan.initializers[name]
+            self._emit(f"{target} = feeds.get({name!r}, {constant})", node)
+        elif name in self.inputs:
+            self._emit(f"{target} = feeds[{name!r}]", node)
+        else:
+            self._emit(f"{target} = LOOKUP(feeds, outer, {name!r})", node)
+        self.bound.add(name)
+        return target
+
+    def _output(self, name: str) -> str:
+        if name not in self.bound:
+            self.identifiers[name] = self._identifier(name, "v_")
+            self.bound.add(name)
+        return self.identifiers[name]
+
+    def _prepared(self, node: PlannedNode):
+        """The node's kernel specialised to its constant inputs, if the kernel has a prepare
+        step and it applies (see the registry)."""
+        prepare = node.kernel.prepare
+        if prepare is None:
+            return None
+        constants = {
+            i: self.plan.initializers[name]
+            for i, name in enumerate(node.inputs)
+            if name in self.plan.initializers and name not in self.inputs
+        }
+        try:
+            return prepare(node.view, constants)
+        except Exception:  # noqa: BLE001 - the kernel itself reports it at run time
+            return None
+
+    def _node(self, index: int, node: PlannedNode) -> None:
+        view = node.view
+        op_type = view.op_type if view.op_type.isidentifier() else repr(view.op_type)
+        self.lines.append(f"    # {index}: {op_type} {view.name!r}")
+        if node.function is not None:
+            function = node.function
+
+            def kernel(view, *args, function=function):
+                return function.run_positional(list(args))
+
+        else:
+            kernel = self._prepared(node)
+            if kernel is not None:
+                self.lines[-1] += " (prepared for its constant inputs)"
+            else:
+                kernel = node.kernel.fn
+        self.namespace[f"K{index}"] = kernel
+        self.namespace[f"N{index}"] = view
+        self.namespace[f"P{index}"] = node
+        if view.subgraphs:
+            refs: list[str] = []
+            for sub in view.subgraphs.values():
+                for plan in sub if isinstance(sub, list) else [sub]:
+                    refs += [n for n in sorted(plan.outer_refs) if n not in refs]
+            scope = ", ".join(f"{n!r}: {self._value(n, node)}" for n in refs)
+            self._emit(f"N{index}.env = {{{scope}}}", node)
+        args = ", ".join([f"N{index}", *(self._value(n, node) for n in node.inputs)])
+        call = f"K{index}({args})"
+        named = [name for name in node.outputs if name]
+        if len(node.outputs) == 1 and named:
+            target = self._output(named[0])
+            self._emit(f"{target} = {call}", node)
+            check = f"{target}.__class__ is not ARRAY"
+            if node.expected[0] is not None:
+                self.namespace[f"T{index}"] = node.expected[0]
+                check += f" or {target}.dtype is not T{index}"
+            self._emit(f"if {check}: {target} = ONE(P{index}, {target})", node)
+        elif named:
+            targets = "".join(f"{self._output(name)}, " for name in named)
+            self._emit(f"{targets}= SEVERAL(P{index}, {call})", node)
+        else:
+            self._emit(call, node)
+        freed = [self.identifiers[n] for n in node.free if n in self.bound]
+        if freed:
+            self._emit(f"del {', '.join(freed)}", node)
+            self.bound -= set(node.free)

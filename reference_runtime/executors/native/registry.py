@@ -11,8 +11,18 @@ def add(node, a, b):
     return a + b
 ```
 
+A kernel may return a NumPy scalar where NumPy arithmetic on 0-d arrays gives one (``a + b``
+above): the plan turns every result that is not an array into one (a 0-d array for a scalar),
+so kernels always receive, and graphs always return, arrays.
+
 An optional ``check(node)`` runs when the graph is loaded and raises :class:`Unsupported` for
 attribute values the kernel does not implement, so they are refused before anything runs.
+
+An optional ``prepare(node, constants)`` runs once when a plan is compiled, with the node's
+inputs that are constants of the graph (``{input index: array}``, often the axes, shape or
+shift amount). It may return a kernel specialised to them, called like the kernel itself (with
+every input), that decodes those parameters once instead of on every call; or None to use the
+kernel as it is. Both must compute the same thing: they share the code that does the work.
 """
 
 from __future__ import annotations
@@ -36,12 +46,19 @@ class Kernel:
     since: int
     fn: Callable
     check: Callable | None = None
+    prepare: Callable | None = None
 
 
 _REGISTRY: dict[tuple[str, str], dict[int, Kernel]] = {}
 
 
-def op(op_type: str, since=(1,), domain: str = "", check: Callable | None = None):
+def op(
+    op_type: str,
+    since=(1,),
+    domain: str = "",
+    check: Callable | None = None,
+    prepare: Callable | None = None,
+):
     """Register a kernel for every since-version in ``since`` (one function, several versions
     whose semantics it covers)."""
     versions = (since,) if isinstance(since, int) else tuple(since)
@@ -52,7 +69,7 @@ def op(op_type: str, since=(1,), domain: str = "", check: Callable | None = None
             table = _REGISTRY.setdefault(key, {})
             if version in table:
                 raise RuntimeError(f"{domain or 'ai.onnx'}::{op_type} v{version} registered twice")
-            table[version] = Kernel(domain, op_type, version, fn, check)
+            table[version] = Kernel(domain, op_type, version, fn, check, prepare)
         return fn
 
     return register

@@ -15,24 +15,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..registry import Unsupported
-from ..registry import op as _register
-
-
-def op(op_type: str, since=(1,), check=None):
-    """Register an ONNX-domain kernel whose result always comes back as an array (NumPy turns
-    0-d results into scalars)."""
-
-    def register(fn):
-        @functools.wraps(fn)
-        def kernel(node, *inputs):
-            return node.xp.asarray(fn(node, *inputs))
-
-        _register(op_type, since=since, check=check)(kernel)
-        return fn
-
-    return register
-
+from ..registry import Unsupported, op
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -422,7 +405,33 @@ def is_nan(node, x):
 # ---------------------------------------------------------------------------- bitwise
 
 
-@op("BitShift", since=(11, 28), check=_choice("direction", ("LEFT", "RIGHT"), None))
+def _prepare_bit_shift(node, constants):
+    """One constant shift amount within the bit width (X and Y share their type): the shift
+    ufunc and its scalar operand are chosen once."""
+    y = constants.get(1)
+    if y is None or y.size != 1 or node.xp is not np:
+        return None
+    amount = int(y.reshape(-1)[0])
+    if not 0 <= amount < 8 * y.dtype.itemsize:
+        return None
+    dtype, rank = y.dtype, y.ndim
+    shift = np.left_shift if node.attr("direction") == "LEFT" else np.right_shift
+    operand = dtype.type(amount)
+
+    def kernel(node, x, y):
+        if x.dtype is not dtype or x.ndim < rank:  # anything else: the general kernel
+            return bit_shift(node, x, y)
+        return shift(x, operand)
+
+    return kernel
+
+
+@op(
+    "BitShift",
+    since=(11, 28),
+    check=_choice("direction", ("LEFT", "RIGHT"), None),
+    prepare=_prepare_bit_shift,
+)
 def bit_shift(node, x, y):
     """Shifts of Y < 0 or Y >= the bit width give what the fill alone produces (0, or -1 for
     a right shift of a negative X); bits shifted out are discarded (uint64 wraps)."""
@@ -432,10 +441,7 @@ def bit_shift(node, x, y):
         amount = int(y.reshape(-1)[0])
         if 0 <= amount < bits:
             shift = xp.left_shift if node.attr("direction") == "LEFT" else xp.right_shift
-            out = shift(x, x.dtype.type(amount))
-            return (
-                out if out.shape == x.shape else out.reshape(np.broadcast_shapes(x.shape, y.shape))
-            )
+            return shift(x, x.dtype.type(amount))  # y has no more dims than x: x's shape
     valid = (y >= 0) & (y < bits)
     amount = xp.where(valid, y, xp.asarray(0, dtype=y.dtype)).astype(x.dtype)
     zero = xp.asarray(0, dtype=x.dtype)

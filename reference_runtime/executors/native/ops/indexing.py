@@ -20,11 +20,38 @@ def _axis(axis: int, rank: int) -> int:
 
 def _indices(xp, indices, dim: int, what: str):
     """Index values in [-dim, dim) as int64 in [0, dim); anything else is an error."""
-    indices = indices.astype(xp.int64)
-    indices = xp.where(indices < 0, indices + dim, indices)
-    if indices.size and bool(xp.any((indices < 0) | (indices >= dim))):
-        raise IndexError(f"{what}: an index is out of range for a dimension of size {dim}")
+    indices = indices.astype(xp.int64, copy=False)
+    if indices.size:
+        low, high = int(indices.min()), int(indices.max())
+        if low < -dim or high >= dim:
+            raise IndexError(f"{what}: an index is out of range for a dimension of size {dim}")
+        if low < 0:
+            indices = xp.where(indices < 0, indices + dim, indices)
     return indices
+
+
+def _within(indices, data, axis: int, what: str) -> None:
+    """Off ``axis``, indices may be smaller than data (the leading block is addressed and the
+    output takes indices' shape), never larger."""
+    for i, (n, d) in enumerate(zip(indices.shape, data.shape, strict=True)):
+        if i != axis and n > d:
+            raise ValueError(f"{what}: indices {indices.shape} exceed data {data.shape}")
+
+
+def _along_axis(xp, picks, axis: int) -> tuple:
+    """The advanced index that addresses ``picks`` along ``axis`` and, on every other axis,
+    the position itself: ``a[index]`` is take_along_axis, ``a[index] = v`` put_along_axis (on
+    the leading ``picks.shape`` block of ``a`` where ``a`` is larger off the axis)."""
+    rank = picks.ndim
+    index = []
+    for d, n in enumerate(picks.shape):
+        if d == axis:
+            index.append(picks)
+        else:
+            shape = [1] * rank
+            shape[d] = n
+            index.append(xp.arange(n, dtype=xp.int64).reshape(shape))
+    return tuple(index)
 
 
 # ---------------------------------------------------------------- gathering
@@ -34,7 +61,13 @@ def _indices(xp, indices, dim: int, what: str):
 def gather(node, data, indices):
     xp = node.xp
     axis = _axis(node.attr("axis", 0), data.ndim)
-    return xp.take(data, _indices(xp, indices, data.shape[axis], "Gather"), axis=axis)
+    dim = data.shape[axis]
+    if indices.ndim == 0:  # one index: the axis drops out
+        i = int(indices)
+        if not -dim <= i < dim:
+            raise IndexError(f"Gather: an index is out of range for a dimension of size {dim}")
+        return data[(slice(None),) * axis + (i,)].copy()
+    return xp.take(data, _indices(xp, indices, dim, "Gather"), axis=axis)
 
 
 @op("GatherElements", since=(11, 13))
@@ -43,10 +76,9 @@ def gather_elements(node, data, indices):
     axis = _axis(node.attr("axis", 0), data.ndim)
     if indices.ndim != data.ndim:
         raise ValueError("GatherElements: data and indices must have the same rank")
-    # indices may be smaller than data off the axis: the output takes indices' shape.
-    window = tuple(slice(None) if i == axis else slice(0, n) for i, n in enumerate(indices.shape))
+    _within(indices, data, axis, "GatherElements")
     picks = _indices(xp, indices, data.shape[axis], "GatherElements")
-    return xp.take_along_axis(data[window], picks, axis=axis)
+    return data[_along_axis(xp, picks, axis)]
 
 
 def _check_gather_nd(node) -> None:
@@ -131,17 +163,18 @@ def scatter_elements(node, data, indices, updates):
     axis = _axis(node.attr("axis", 0), data.ndim)
     if indices.shape != updates.shape or indices.ndim != data.ndim:
         raise ValueError("ScatterElements: indices and updates must match, with data's rank")
+    _within(indices, data, axis, "ScatterElements")
     out = data.copy()
     if indices.size == 0:
         return out
-    coords = list(xp.indices(indices.shape, dtype=xp.int64))
-    coords[axis] = _indices(xp, indices, data.shape[axis], "ScatterElements")
-    rows = _linear(xp, [c.reshape(-1) for c in coords], data.shape, indices.size)
+    picks = _indices(xp, indices, data.shape[axis], "ScatterElements")
     reduction = node.attr("reduction", "none")
     if reduction == "none":  # duplicates are unspecified by ONNX: the last write wins here
-        flat = out.reshape(-1)
-        flat[rows] = updates.reshape(-1)
-        return flat.reshape(data.shape)
+        out[_along_axis(xp, picks, axis)] = updates
+        return out
+    coords = list(xp.indices(indices.shape, dtype=xp.int64))
+    coords[axis] = picks
+    rows = _linear(xp, [c.reshape(-1) for c in coords], data.shape, indices.size)
     flat = out.reshape(-1, 1)
     _scatter_rows(xp, flat, rows, updates.reshape(-1, 1), reduction)
     return flat.reshape(data.shape)
@@ -169,9 +202,11 @@ def scatter_nd(node, data, indices, updates):
     columns = [_indices(xp, flat_idx[:, j], data.shape[j], "ScatterND") for j in range(k)]
     rows = _linear(xp, columns, data.shape[:k], flat_idx.shape[0])
     table = out.reshape(math.prod(data.shape[:k]), -1)
-    _scatter_rows(
-        xp, table, rows, updates.reshape(rows.shape[0], -1), node.attr("reduction", "none")
-    )
+    reduction = node.attr("reduction", "none")
+    if reduction == "none":  # duplicates are unspecified by ONNX: the last write wins here
+        table[rows] = updates.reshape(rows.shape[0], -1)
+    else:
+        _scatter_rows(xp, table, rows, updates.reshape(rows.shape[0], -1), reduction)
     return table.reshape(data.shape)
 
 
@@ -210,7 +245,7 @@ def cumsum(node, x, axis):
     reverse = node.attr("reverse", 0)
     if reverse:
         x = xp.flip(x, axis)
-    out = xp.cumsum(x, axis=axis, dtype=x.dtype)
+    out = x.cumsum(axis=axis, dtype=x.dtype)
     if node.attr("exclusive", 0):
         # Shift by one along the axis: out[0] = 0, out[i] = sum(x[:i]).
         head = [slice(None)] * x.ndim
@@ -235,18 +270,18 @@ def top_k(node, x, k=None):
     n = x.shape[axis]
     if not 0 <= k <= n:
         raise ValueError(f"TopK: k={k} for an axis of size {n}")
+    along = (slice(None),) * axis
     if node.attr("largest", 1):
         # A stable ascending sort of the reversed axis, read backwards: descending values,
         # equal values in ascending index order.
-        order = xp.argsort(xp.flip(x, axis), axis=axis, kind="stable")
-        order = (n - 1) - xp.flip(order, axis)
+        backwards = (*along, slice(None, None, -1))
+        order = xp.argsort(x[backwards], axis=axis, kind="stable")
+        order = (n - 1) - order[(*along, slice(n - 1, n - 1 - k if k < n else None, -1))]
     else:
-        order = xp.argsort(x, axis=axis, kind="stable")
-    head = [slice(None)] * x.ndim
-    head[axis] = slice(0, k)
-    order = order[tuple(head)].astype(xp.int64)
+        order = xp.argsort(x, axis=axis, kind="stable")[(*along, slice(0, k))]
+    order = order.astype(xp.int64, copy=False)
     # sorted=0 leaves the order unspecified, so sorted results conform too.
-    return xp.take_along_axis(x, order, axis=axis), order
+    return x[_along_axis(xp, order, axis)], order
 
 
 def _arg_extreme(node, x, pick):

@@ -13,9 +13,7 @@ import math
 from .. import dtypes
 from ..registry import Unsupported, op
 
-
-def _low_precision(dtype) -> bool:
-    return (dtype.kind == "f" and dtype.itemsize == 2) or dtype.name == "bfloat16"
+_low_precision = dtypes.low_precision
 
 
 def _work(node, x):
@@ -36,13 +34,13 @@ def _scalar(x, value):
 
 
 def _softmax(xp, x, axis):
-    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
-    return e / xp.sum(e, axis=axis, keepdims=True)
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_softmax(xp, x, axis):
-    shifted = x - xp.max(x, axis=axis, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def _hardmax(xp, x, axis):

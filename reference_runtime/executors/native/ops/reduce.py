@@ -10,11 +10,10 @@ float16 and bfloat16 are accumulated in float32 and cast back to the input dtype
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..registry import op
 
-
-def _low_precision(dtype) -> bool:
-    return (dtype.kind == "f" and dtype.itemsize == 2) or dtype.name == "bfloat16"
+_low_precision = dtypes.low_precision
 
 
 def _work(node, x):
@@ -22,10 +21,15 @@ def _work(node, x):
     return x.astype(node.xp.float32) if _low_precision(x.dtype) else x
 
 
+def _decode_axes(axes_input) -> tuple[int, ...]:
+    return tuple(int(a) for a in axes_input.reshape(-1).tolist())
+
+
 def _axes(node, x, axes_input):
-    """The axes to reduce as a tuple: ``()`` means no reduction at all."""
+    """The axes to reduce as a tuple: ``()`` means no reduction at all. ``axes_input`` is the
+    axes input, or those axes already decoded (a tuple) when they are a constant."""
     if axes_input is not None:
-        axes = [int(a) for a in node.xp.asarray(axes_input).reshape(-1).tolist()]
+        axes = axes_input if axes_input.__class__ is tuple else _decode_axes(axes_input)
     else:
         axes = list(node.attr("axes", []) or [])
     if not axes:
@@ -45,12 +49,14 @@ def _empty(node, x, axes, value):
 
 
 def _squeeze(node, y, axes):
-    return y if _keepdims(node) or not axes else node.xp.squeeze(y, axis=axes)
+    if _keepdims(node) or not axes:
+        return y
+    return y.reshape([n for i, n in enumerate(y.shape) if i not in axes])
 
 
 def _sum(node, x, axes):
     """Sum over ``axes`` keeping dims, in ``x``'s dtype (no int promotion)."""
-    return node.xp.sum(x, axis=axes, keepdims=True, dtype=x.dtype)
+    return x.sum(axis=axes, keepdims=True, dtype=x.dtype)
 
 
 def _finish(node, y, axes, dtype):
@@ -65,7 +71,27 @@ V_MAXMIN = (1, 11, 12, 13, 18, 20)
 V_LOG = (1, 11, 13, 18)  # 28 only narrows the types
 
 
-@op("ReduceSum", since=V_SUM)
+def reduction(op_type: str, since):
+    """Register a Reduce* kernel ``fn(node, data, axes=None)``; a constant axes input is
+    decoded once, when the plan is compiled, and handed to ``fn`` as a tuple."""
+
+    def register(fn):
+        def prepare(node, constants):
+            if 1 not in constants:
+                return None
+            axes = _decode_axes(constants[1])
+
+            def kernel(node, data, _axes):
+                return fn(node, data, axes)
+
+            return kernel
+
+        return op(op_type, since=since, prepare=prepare)(fn)
+
+    return register
+
+
+@reduction("ReduceSum", V_SUM)
 def reduce_sum(node, data, axes=None):
     axes = _axes(node, data, axes)
     if not axes:
@@ -73,7 +99,7 @@ def reduce_sum(node, data, axes=None):
     return _finish(node, _sum(node, _work(node, data), axes), axes, data.dtype)
 
 
-@op("ReduceSumSquare", since=V18)
+@reduction("ReduceSumSquare", V18)
 def reduce_sum_square(node, data, axes=None):
     axes = _axes(node, data, axes)
     x = _work(node, data)
@@ -83,7 +109,7 @@ def reduce_sum_square(node, data, axes=None):
     return _finish(node, _sum(node, x, axes), axes, data.dtype)
 
 
-@op("ReduceL1", since=V18)
+@reduction("ReduceL1", V18)
 def reduce_l1(node, data, axes=None):
     axes = _axes(node, data, axes)
     x = node.xp.abs(_work(node, data))
@@ -92,7 +118,7 @@ def reduce_l1(node, data, axes=None):
     return _finish(node, _sum(node, x, axes), axes, data.dtype)
 
 
-@op("ReduceL2", since=V18)
+@reduction("ReduceL2", V18)
 def reduce_l2(node, data, axes=None):
     xp = node.xp
     axes = _axes(node, data, axes)
@@ -104,7 +130,7 @@ def reduce_l2(node, data, axes=None):
     return _finish(node, xp.sqrt(y), axes, data.dtype)
 
 
-@op("ReduceMean", since=V18)
+@reduction("ReduceMean", V18)
 def reduce_mean(node, data, axes=None):
     xp = node.xp
     axes = _axes(node, data, axes)
@@ -121,13 +147,13 @@ def reduce_mean(node, data, axes=None):
     return _finish(node, _sum(node, x, axes) / x.dtype.type(count), axes, data.dtype)
 
 
-@op("ReduceProd", since=V18)
+@reduction("ReduceProd", V18)
 def reduce_prod(node, data, axes=None):
     axes = _axes(node, data, axes)
     if not axes:
         return data
     x = _work(node, data)
-    y = node.xp.prod(x, axis=axes, keepdims=True, dtype=x.dtype)
+    y = x.prod(axis=axes, keepdims=True, dtype=x.dtype)
     return _finish(node, y, axes, data.dtype)
 
 
@@ -149,29 +175,29 @@ def _highest(node, dtype):
     return float("inf")
 
 
-@op("ReduceMax", since=V_MAXMIN)
+@reduction("ReduceMax", V_MAXMIN)
 def reduce_max(node, data, axes=None):
     axes = _axes(node, data, axes)
     if not axes:
         return data
     if data.size == 0:
         return _empty(node, data, axes, _lowest(node, data.dtype))
-    y = node.xp.max(_work(node, data), axis=axes, keepdims=True)
+    y = _work(node, data).max(axis=axes, keepdims=True)
     return _finish(node, y, axes, data.dtype)
 
 
-@op("ReduceMin", since=V_MAXMIN)
+@reduction("ReduceMin", V_MAXMIN)
 def reduce_min(node, data, axes=None):
     axes = _axes(node, data, axes)
     if not axes:
         return data
     if data.size == 0:
         return _empty(node, data, axes, _highest(node, data.dtype))
-    y = node.xp.min(_work(node, data), axis=axes, keepdims=True)
+    y = _work(node, data).min(axis=axes, keepdims=True)
     return _finish(node, y, axes, data.dtype)
 
 
-@op("ReduceLogSum", since=V_LOG)
+@reduction("ReduceLogSum", V_LOG)
 def reduce_log_sum(node, data, axes=None):
     xp = node.xp
     axes = _axes(node, data, axes)
@@ -182,7 +208,7 @@ def reduce_log_sum(node, data, axes=None):
     return _finish(node, xp.log(y), axes, data.dtype)
 
 
-@op("ReduceLogSumExp", since=V_LOG)
+@reduction("ReduceLogSumExp", V_LOG)
 def reduce_log_sum_exp(node, data, axes=None):
     xp = node.xp
     axes = _axes(node, data, axes)

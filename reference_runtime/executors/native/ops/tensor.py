@@ -25,12 +25,13 @@ def _ints(value) -> list[int]:
         return []
     if isinstance(value, list | tuple):
         return [int(v) for v in value]
-    return [int(v) for v in value.reshape(-1).tolist()]
+    values = value.reshape(-1).tolist()
+    return values if value.dtype.kind in "iu" else [int(v) for v in values]
 
 
 def _scalar(value):
     """The single element of a scalar (or one-element) tensor as a Python number."""
-    return value.reshape(-1)[0].item()
+    return value.item() if value.size == 1 else value.reshape(-1)[0].item()
 
 
 # ---------------------------------------------------------------- shapes
@@ -40,7 +41,7 @@ def _scalar(value):
 def shape(node, x):
     # Python slicing is exactly the spec's start/end rule: negatives count from the back,
     # out-of-range values clamp, start > end gives an empty shape.
-    dims = list(x.shape)[node.attr("start", 0) : node.attr("end", None)]
+    dims = x.shape[node.attr("start", 0) : node.attr("end", None)]
     return node.xp.asarray(dims, dtype=node.xp.int64)
 
 
@@ -72,7 +73,18 @@ def _reshape_dims(in_shape: tuple, shape: list[int], allowzero: int) -> list[int
     return dims
 
 
-@op("Reshape", since=(5, 13, 14, 19, 21, 23, 24, 25))
+def _prepare_reshape(node, constants):
+    if 1 not in constants:
+        return None
+    dims, allowzero = _ints(constants[1]), node.attr("allowzero", 0)
+
+    def kernel(node, x, shape):
+        return x.reshape(_reshape_dims(x.shape, dims, allowzero))
+
+    return kernel
+
+
+@op("Reshape", since=(5, 13, 14, 19, 21, 23, 24, 25), prepare=_prepare_reshape)
 def reshape(node, x, shape):
     return x.reshape(_reshape_dims(x.shape, _ints(shape), node.attr("allowzero", 0)))
 
@@ -86,29 +98,84 @@ def flatten(node, x):
     return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
 
-@op("Squeeze", since=(1, 11, 13, 21, 23, 24, 25))
+def _squeezed(x, axes: frozenset[int]):
+    """``x`` without the dims ``axes`` (non-negative), which must be 1."""
+    shape = x.shape
+    for a in axes:
+        if shape[a] != 1:
+            raise ValueError(f"Squeeze: dim {a} of shape {shape} is not 1")
+    return x.reshape([d for i, d in enumerate(shape) if i not in axes])
+
+
+def _per_rank(normalise):
+    """``normalise(rank)`` memoised per input rank (a node's constant axes resolve the same way
+    for every input of one rank)."""
+    cache: dict[int, object] = {}
+
+    def get(rank: int):
+        found = cache.get(rank)
+        if found is None:
+            found = cache[rank] = normalise(rank)
+        return found
+
+    return get
+
+
+def _prepare_squeeze(node, constants):
+    if 1 not in constants:
+        return None
+    axes = _ints(constants[1])
+    resolved = _per_rank(lambda rank: frozenset(_axis(a, rank) for a in axes))
+
+    def kernel(node, x, _axes):
+        return _squeezed(x, resolved(x.ndim))
+
+    return kernel
+
+
+@op("Squeeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_squeeze)
 def squeeze(node, x, axes=None):
     # axes: an attribute before opset 13, an optional input from 13 on.
     axes = _ints(axes) if axes is not None else node.attr("axes")
     if axes is None:
         return x.reshape([d for d in x.shape if d != 1])
-    axes = {_axis(a, x.ndim) for a in axes}
-    for a in axes:
-        if x.shape[a] != 1:
-            raise ValueError(f"Squeeze: dim {a} of shape {x.shape} is not 1")
-    return x.reshape([d for i, d in enumerate(x.shape) if i not in axes])
+    return _squeezed(x, frozenset(_axis(a, x.ndim) for a in axes))
 
 
-@op("Unsqueeze", since=(1, 11, 13, 21, 23, 24, 25))
+def _unsqueeze_positions(rank: int, axes: list[int]) -> list[int]:
+    """Where the new dims of an Unsqueeze of a rank-``rank`` input go, in increasing order
+    (axes index the output and may be negative)."""
+    out_rank = rank + len(axes)
+    positions = sorted({_axis(a, out_rank) for a in axes})
+    if len(positions) != len(axes):
+        raise ValueError("Unsqueeze: repeated axes")
+    return positions
+
+
+def _unsqueezed(x, positions: list[int]):
+    shape = list(x.shape)
+    for p in positions:
+        shape.insert(p, 1)
+    return x.reshape(shape)
+
+
+def _prepare_unsqueeze(node, constants):
+    if 1 not in constants:
+        return None
+    axes = _ints(constants[1])
+    positions = _per_rank(lambda rank: _unsqueeze_positions(rank, axes))
+
+    def kernel(node, x, _axes):
+        return _unsqueezed(x, positions(x.ndim))
+
+    return kernel
+
+
+@op("Unsqueeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_unsqueeze)
 def unsqueeze(node, x, axes=None):
     # axes: an attribute before opset 13, an input from 13 on; they index the output.
     axes = _ints(axes) if axes is not None else node.attr("axes", [])
-    rank = x.ndim + len(axes)
-    axes = {_axis(a, rank) for a in axes}
-    if len(axes) != rank - x.ndim:
-        raise ValueError("Unsqueeze: repeated axes")
-    dims = iter(x.shape)
-    return x.reshape([1 if i in axes else next(dims) for i in range(rank)])
+    return _unsqueezed(x, _unsqueeze_positions(x.ndim, axes))
 
 
 @op("Transpose", since=(1, 13, 21, 23, 24, 25))
@@ -129,7 +196,9 @@ def expand(node, x, shape):
         if da != db and 1 not in (da, db):
             raise ValueError(f"Expand: shape {x.shape} does not broadcast to {target}")
         out.append(da if db == 1 else db)
-    return node.xp.broadcast_to(x, out).copy()
+    result = node.xp.empty(out, dtype=x.dtype)
+    result[...] = x  # broadcasts
+    return result
 
 
 # ---------------------------------------------------------------- joining, splitting, slicing
@@ -179,15 +248,45 @@ def _slice_bounds(start: int, end: int, step: int, dim: int) -> slice:
     return slice(start, None if end < 0 else end, step)
 
 
-@op("Slice", since=(1, 10, 11, 13))
-def slice_(node, x, starts=None, ends=None, axes=None, steps=None):
-    if starts is None:  # opset 1: starts/ends/axes are attributes, steps are all 1
-        starts, ends, axes = node.attr("starts"), node.attr("ends"), node.attr("axes")
+def _slice_parameters(starts, ends, axes, steps):
     starts, ends = _ints(starts), _ints(ends)
     axes = _ints(axes) if axes is not None else list(range(len(starts)))
     steps = _ints(steps) if steps is not None else [1] * len(starts)
+    return list(zip(axes, starts, ends, steps, strict=True))
+
+
+def _prepare_slice(node, constants):
+    """Constant starts, ends, axes and steps, all positive: for steps > 0 the ONNX bounds rule
+    is exactly Python's slicing rule (negatives count from the back, then clamp), so the
+    index is built once per input rank, independent of the dims."""
+    given = [i for i in range(1, 5) if i < len(node.proto.input) and node.proto.input[i]]
+    if node.opset < 10 or any(i not in constants for i in given):
+        return None
+    args = [constants.get(i) for i in range(1, 5)]
+    parameters = _slice_parameters(*args)
+    if any(st <= 0 for _, _, _, st in parameters):
+        return None
+
+    def build(rank: int) -> tuple:
+        index = [slice(None)] * rank
+        for a, s, e, st in parameters:
+            index[_axis(a, rank)] = slice(s, e, st)
+        return tuple(index)
+
+    index = _per_rank(build)
+
+    def kernel(node, x, *_):
+        return x[index(x.ndim)]
+
+    return kernel
+
+
+@op("Slice", since=(1, 10, 11, 13), prepare=_prepare_slice)
+def slice_(node, x, starts=None, ends=None, axes=None, steps=None):
+    if starts is None:  # opset 1: starts/ends/axes are attributes, steps are all 1
+        starts, ends, axes = node.attr("starts"), node.attr("ends"), node.attr("axes")
     index = [slice(None)] * x.ndim
-    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+    for a, s, e, st in _slice_parameters(starts, ends, axes, steps):
         a = _axis(a, x.ndim)
         index[a] = _slice_bounds(s, e, st, x.shape[a])
     return x[tuple(index)]
@@ -290,7 +389,9 @@ def constant_of_shape(node, shape):
     value = node.attr("value")
     if value is None:
         return node.xp.zeros(_ints(shape), dtype=node.xp.float32)
-    return node.xp.full(_ints(shape), value.reshape(-1)[0], dtype=value.dtype)
+    out = node.xp.empty(_ints(shape), dtype=value.dtype)
+    out.fill(value.reshape(-1)[0])
+    return out
 
 
 def _check_range(node) -> None:
