@@ -165,8 +165,8 @@ def test_inactive_rows_keep_their_state(tmp_path):
     seen = {}
     original = interpreter._store_carries
 
-    def spy(carries, previous, merge, bounds, values, where):
-        original(carries, previous, merge, bounds, values, where)
+    def spy(store, merge, bounds, values, where):
+        original(store, merge, bounds, values, where)
         seen.setdefault("n", []).append(values["n"][:, 0].tolist())
 
     interpreter._store_carries = spy

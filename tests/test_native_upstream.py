@@ -86,20 +86,29 @@ def assert_same(native, reference, what: str) -> None:
 
 
 def capture(engine: Engine, requests) -> dict[str, list]:
-    """Every ORT component call made while running ``requests``: name -> [(inputs, outputs)]."""
+    """Every ORT component call made while running ``requests``: name -> [(inputs, outputs,
+    results)]. Every call an OrtSession makes goes through ``run_positional``; the count is
+    checked against the engine's own invocation counters, so a capture that missed calls fails."""
     calls: dict[str, list] = {}
     for name, session in engine._sessions.items():
         if isinstance(session, OrtSession):
-            original = session.run
+            original = session.run_positional
 
             def spy(inputs, outputs, _name=name, _run=original):
                 results = _run(inputs, outputs)
-                calls.setdefault(_name, []).append((dict(inputs), list(outputs), results))
+                named = dict(zip(outputs, results, strict=True))
+                calls.setdefault(_name, []).append((dict(inputs), list(outputs), named))
                 return results
 
-            session.run = spy
+            session.run_positional = spy
+    before = engine.counters["invocations"]
     for request in requests:
         engine.run(**request)
+    after = engine.counters["invocations"]
+    ran = sum(n.get("ort", 0) for n in after.values()) - sum(
+        n.get("ort", 0) for n in before.values()
+    )
+    assert sum(len(records) for records in calls.values()) == ran
     return calls
 
 

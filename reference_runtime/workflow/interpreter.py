@@ -258,7 +258,7 @@ class Interpreter:
         self.compiled: dict[int, Callable] = {}  # id(invoke step) -> its compiled invoke
         self.step_lists: dict[int, tuple] = {}  # id(step list) -> (the list, its callables)
         self.overrides: dict = {}  # target component -> Override, for the current run
-        self.carries: dict[int, list[CarryPlan]] = {}  # id(loop step) -> its carried cells
+        self.carries: dict[int, Callable] = {}  # id(loop step) -> its compiled carried update
         self.wheres: dict[int, str] = {}  # id(emit step) -> its location, for diagnostics
         self._dispatch = {
             InvokeStep: self.invoke,
@@ -457,12 +457,12 @@ class Interpreter:
             raise RunError(
                 "D44", f"{where}: iteration value {iteration.value!r} shadows an existing value"
             )
-        carries = self.carries.get(id(step))
-        if carries is None:
-            carries = self.carries[id(step)] = [
+        store = self.carries.get(id(step))
+        if store is None:
+            carries = [
                 CarryPlan(c, wf.state[c.cell], c.cell in self.group_cells) for c in step.carried
             ]
-        cell_names = [c.name for c in carries]
+            store = self.carries[id(step)] = _compile_carries(carries, self._update_carry)
         predicate_after_body = faults.active("predicate_after_body")
         skip_merge = faults.active("skip_inactive_merge")
         body = self.compiled_steps(step.steps)
@@ -491,8 +491,6 @@ class Interpreter:
                 if iteration_shape is None:
                     iteration_shape = self._iteration_shape(iteration, frame, where)
                 frame.values[iteration.value] = np.full(iteration_shape, index, dtype=np.int64)
-            values = frame.values
-            previous = [values[name] for name in cell_names]
             if not all_active:  # per-row emits skip the rows this mask marks inactive
                 frame.active_rows.append(mask)
             for run_step in body:
@@ -502,7 +500,7 @@ class Interpreter:
             counters.loop_iterations += 1
             # Inactive rows are merged back only when some rows are active and some are not.
             merge = None if all_active or mask.size == 1 or skip_merge else mask
-            self._store_carries(carries, previous, merge, bounds, frame.values, where)
+            self._store_carries(store, merge, bounds, frame.values, where)
         if iteration is not None:
             frame.values.pop(iteration.value, None)
         if partial is not None:
@@ -563,20 +561,10 @@ class Interpreter:
         step = int(increment[0]) if uniform else None
         return increment, maximum, largest, step
 
-    def _store_carries(self, carries, previous, merge, bounds, values: dict, where) -> None:
-        """After a body: each carried cell takes its next value, in declared order."""
-        for carry, old in zip(carries, previous, strict=True):
-            new = values.get(carry.next)
-            if (  # the common case: an invariant cell, every row active, nothing changed
-                merge is None
-                and carry.invariant
-                and new is not None
-                and new.shape == old.shape
-                and new.dtype == old.dtype
-            ):
-                values[carry.name] = new
-            else:
-                self._update_carry(carry, old, merge, bounds, values, where)
+    def _store_carries(self, store, merge, bounds, values: dict, where) -> None:
+        """After a body: each carried cell takes its next value, in declared order (``store``
+        is the loop's compiled update, see :func:`_compile_carries`)."""
+        store(values, merge, bounds, where)
 
     def _update_carry(self, carry: CarryPlan, old, merge, bounds, values: dict, where) -> None:
         """Store a carried cell's next value after checking its recurrence; ``merge`` is the
@@ -727,6 +715,39 @@ class Interpreter:
             value = self.read(frame, step.value, where)
         value = to_host(value, counters)
         frame.outputs.emit(step, value, when, length, frame.symbols, where, frame.active_rows)
+
+
+def _compile_carries(carries: list[CarryPlan], update: Callable) -> Callable:
+    """A loop's carried update as one straight-line function ``store(values, merge, bounds,
+    where)``. A cell's value before the update is still under its name (nothing else writes a
+    cell's name). The common case, an invariant cell whose next value has its dtype and shape
+    while every row is active, is stored at once; everything else (recurrences, inactive-row
+    merges, a missing next value) goes through ``update``, which checks it and reports errors.
+    """
+    lines = ["def store(values, merge, bounds, where):", "    if merge is None:"]
+    for i, carry in enumerate(carries):
+        if carry.invariant:
+            lines += [
+                f"        old = values[{carry.name!r}]",
+                f"        new = values.get({carry.next!r})",
+                "        if new is not None and new.shape == old.shape and new.dtype == old.dtype:",
+                f"            values[{carry.name!r}] = new",
+                "        else:",
+                f"            update(C{i}, old, None, bounds, values, where)",
+            ]
+        else:
+            lines.append(
+                f"        update(C{i}, values[{carry.name!r}], None, bounds, values, where)"
+            )
+    lines += ["        return", "    else:"]
+    lines += [
+        f"        update(C{i}, values[{c.name!r}], merge, bounds, values, where)"
+        for i, c in enumerate(carries)
+    ]
+    lines.append("        return")
+    namespace = {"update": update, **{f"C{i}": carry for i, carry in enumerate(carries)}}
+    exec(compile("\n".join(lines), "<carried update>", "exec"), namespace)
+    return namespace["store"]
 
 
 def _signature(arrays) -> tuple:
