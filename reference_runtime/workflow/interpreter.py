@@ -48,18 +48,10 @@ class LoopReport:
 
 
 class InvokePlan:
-    """What an invoke needs on every call, computed once: ports, checkers, the session.
-
-    Contract checks at an invoke are a pure function of the dtypes and shapes of its ports
-    (each invoke binds symbols in a fresh component scope), so the plan remembers the last
-    signature that passed every check, and the scope it left after the inputs: a call whose
-    ports have exactly that signature would pass again and is not re-walked. Any difference in
-    a dtype or an extent runs every check in full.
-    """
+    """What an invoke needs on every call, computed once: ports, checkers, the session."""
 
     __slots__ = ("step", "comp", "session", "inputs", "outputs", "output_ports", "scatter",
-                 "input_names", "input_ports", "output_names", "host_only", "contract",
-                 "checked_inputs", "checked_outputs", "input_scope")  # fmt: skip
+                 "input_names", "input_ports", "output_names", "host_only", "contract")  # fmt: skip
 
     def __init__(self, interpreter: Interpreter, step: InvokeStep):
         self.step = step
@@ -93,41 +85,40 @@ class InvokePlan:
         )
         self.host_only = getattr(self.session, "host_only", False)
         self.contract = getattr(self.session, "contract", None)
-        self.checked_inputs = self.checked_outputs = self.input_scope = None
 
-    def check_inputs(self, args: list, signature: tuple) -> Symbols | None:
-        """Check the input ports (in full unless the signature is cached); returns the
-        component scope they leave, or None when the cached signature matched."""
-        if signature == self.checked_inputs:
-            return None  # every check would pass; the outputs rebuild the scope if they need it
-        self.checked_inputs = self.checked_outputs = None
+    def check_inputs(self, args: list) -> Symbols:
+        """Check the input ports in a fresh component scope; returns the scope they leave."""
         scope = Symbols()
         for (_, value_name, check_port, where), value in zip(self.inputs, args, strict=True):
             if check_port is not None:
                 check_port(value_name, value, scope, where)
-        self.input_scope = dict(scope.bound)
-        self.checked_inputs = signature
         return scope
 
-    def check_outputs(self, results: list, signature: tuple, scope: Symbols | None) -> None:
-        if signature == self.checked_outputs:
-            return
-        if scope is None:  # the inputs matched the cached signature
-            scope = Symbols()
-            scope.bound = dict(self.input_scope)
+    def check_outputs(self, results: list, scope: Symbols) -> None:
         for (_, value_name, check_port, where), value in zip(self.outputs, results, strict=True):
             if check_port is not None:
                 check_port(value_name, value, scope, where)
-        self.checked_outputs = signature
+
+    def refuse_inputs(self, args: list) -> None:
+        """A compiled input check failed: the general checks report why."""
+        self.check_inputs(args)
+        raise _disagreement(self, "input")
+
+    def refuse_outputs(self, args: list, results: list) -> None:
+        self.check_outputs(results, self.check_inputs(args))
+        raise _disagreement(self, "output")
 
     def compile(self, interpreter: Interpreter, general: Callable) -> Callable:
         """The invoke as one straight-line function of the frame, specialised to its ports.
 
-        It does exactly what :meth:`Interpreter.invoke` does for a plain invoke (read the
-        bound values, check them, run the session, check and store the outputs, count the
-        call) without the per-port loops. Invokes that need more (scatter bounds, host-only
-        executors, contract executors, request-time overrides, an unavailable value) take the
-        general path, which reports every error.
+        It does exactly what :meth:`Interpreter.invoke_general` does for a plain invoke (read
+        the bound values, check them against the ports' contracts, run the session, check and
+        store the outputs, count the call) without the per-port loops: each contract check is
+        unrolled into comparisons of the value's dtype and extents, with each shape symbol of
+        the component scope held in a local variable once a port binds it. When a comparison
+        fails, the general checks run and report the error. Invokes that need more (scatter
+        bounds, host-only executors, contract executors, request-time overrides, an
+        unavailable value) take the general path.
         """
         if self.scatter or self.host_only or self.contract is not None:
             return lambda frame: general(self.step, frame)
@@ -135,6 +126,8 @@ class InvokePlan:
         out = [f"o{i}" for i in range(len(self.outputs))]
         fast = hasattr(self.session, "run_positional")
         ports = ", ".join(f"{p!r}: {a}" for p, a in zip(self.input_ports, arg, strict=True))
+        namespace: dict = {}
+        symbols: dict[str, str] = {}  # shape symbol -> the local holding its extent
         lines = [
             "def invoke(frame):",
             "    if interpreter.overrides:",
@@ -145,10 +138,10 @@ class InvokePlan:
             "        pass",
             "    except KeyError:",
             "        return general(step, frame)",
-            f"    signature = ({''.join(f'{a}.dtype, {a}.shape, ' for a in arg)})",
-            "    scope = None if signature == plan.checked_inputs else "
-            f"plan.check_inputs([{', '.join(arg)}], signature)",
         ]
+        refuse = f"plan.refuse_inputs([{', '.join(arg)}])"
+        for a, (_, _, check_port, _) in zip(arg, self.inputs, strict=True):
+            lines += _contract_lines(a, check_port, symbols, namespace, refuse)
         if fast:  # the session returns its outputs in order
             lines.append(f"    ({''.join(o + ', ' for o in out)}) = "
                          f"run_positional({{{ports}}}, output_ports)")  # fmt: skip
@@ -157,24 +150,22 @@ class InvokePlan:
             lines += [
                 f"    {o} = results[{p!r}]" for o, p in zip(out, self.output_ports, strict=True)
             ]
-        lines += [
-            "    interpreter.counters.invocations[component][executor] += 1",
-            f"    signature = ({''.join(f'{o}.dtype, {o}.shape, ' for o in out)})",
-            "    if signature != plan.checked_outputs:",
-            f"        plan.check_outputs([{', '.join(out)}], signature, scope)",
-            *(f"    values[{n!r}] = {o}" for o, n in zip(out, self.output_names, strict=True)),
-        ]
-        namespace = {
-            "interpreter": interpreter,
-            "general": general,
-            "step": self.step,
-            "plan": self,
-            "session": self.session,
-            "run_positional": getattr(self.session, "run_positional", None),
-            "output_ports": self.output_ports,
-            "component": self.step.component,
-            "executor": self.session.executor,
-        }
+        lines.append("    interpreter.counters.invocations[component][executor] += 1")
+        refuse = f"plan.refuse_outputs([{', '.join(arg)}], [{', '.join(out)}])"
+        for o, (_, _, check_port, _) in zip(out, self.outputs, strict=True):
+            lines += _contract_lines(o, check_port, symbols, namespace, refuse)
+        lines += [f"    values[{n!r}] = {o}" for o, n in zip(out, self.output_names, strict=True)]
+        namespace.update(
+            interpreter=interpreter,
+            general=general,
+            step=self.step,
+            plan=self,
+            session=self.session,
+            run_positional=getattr(self.session, "run_positional", None),
+            output_ports=self.output_ports,
+            component=self.step.component,
+            executor=self.session.executor,
+        )
         exec(compile("\n".join(lines), f"<invoke {self.step.component}>", "exec"), namespace)
         return namespace["invoke"]
 
@@ -345,7 +336,7 @@ class Interpreter:
         plan = self.plan(step)
         values = frame.values
         args = [self.read(frame, name, plan.where()) for name in plan.input_names]
-        scope = plan.check_inputs(args, _signature(args))
+        scope = plan.check_inputs(args)
         inputs = dict(zip(plan.input_ports, args, strict=True))
         if plan.scatter:
             self.check_scatter(step.component, inputs, frame, plan.where())
@@ -362,7 +353,7 @@ class Interpreter:
             results = plan.session.run(inputs, plan.output_ports)
             self.counters.invoked(step.component, plan.session.executor)
         produced = [results[port] for port in plan.output_ports]
-        plan.check_outputs(produced, _signature(produced), scope)
+        plan.check_outputs(produced, scope)
         values.update(zip(plan.output_names, produced, strict=True))
 
     def check_scatter(self, component: str, inputs: dict, frame: Frame, where: str) -> None:
@@ -750,9 +741,43 @@ def _compile_carries(carries: list[CarryPlan], update: Callable) -> Callable:
     return namespace["store"]
 
 
-def _signature(arrays) -> tuple:
-    """What an invoke's contract checks depend on: each port's dtype and shape, flat."""
-    return tuple(x for a in arrays for x in (a.dtype, a.shape))
+def _contract_lines(var: str, chk, symbols: dict, namespace: dict, refuse: str) -> list[str]:
+    """The checks of a compiled contract (:class:`~.tensors.Checker`) on local ``var``, as
+    lines of a generated function: dtype, rank, fixed extents, and shape symbols (the first port
+    that has a symbol binds it to a local, later ones compare; an axis of a request-expanded
+    layout counts rows of ``factor``). Any failure runs ``refuse``, which reports it."""
+    if chk is None:
+        return []
+    dtype = f"DT{len(namespace)}"
+    namespace[dtype] = chk.dtype
+    lines = [
+        f"    shape = {var}.shape",
+        f"    if ({var}.dtype is not {dtype} and {var}.dtype != {dtype}) or len(shape) != "
+        f"{chk.rank}:",
+        f"        {refuse}",
+    ]
+    for axis, dim in chk.axes:
+        extent = f"shape[{axis}]"
+        if dim.__class__ is int:
+            lines += [f"    if {extent} != {dim}:", f"        {refuse}"]
+            continue
+        if axis == chk.request_axis and chk.factor > 1:
+            lines += [f"    if {extent} % {chk.factor}:", f"        {refuse}"]
+            extent = f"{extent} // {chk.factor}"
+        local = symbols.get(dim)
+        if local is None:
+            local = symbols[dim] = f"y{len(symbols)}"
+            lines.append(f"    {local} = {extent}")
+        else:
+            lines += [f"    if {extent} != {local}:", f"        {refuse}"]
+    return lines
+
+
+def _disagreement(plan: InvokePlan, direction: str) -> RuntimeError:
+    return RuntimeError(
+        f"{plan.where()}: the compiled {direction} checks refused a value the general checks "
+        "accept; this is a bug in the runtime"
+    )
 
 
 def _per_row_outputs(workflow: Workflow) -> set[str]:
