@@ -159,17 +159,23 @@ def test_generation_eos_ignores_predicate_without_stop_on_eos(tmp_path):
     assert full.finish_reasons == ["length"]
 
 
-def test_inactive_rows_keep_their_state(tmp_path):
-    engine = counting_loop(tmp_path)
-    interpreter = engine._interpreter
+def test_inactive_rows_keep_their_state(tmp_path, monkeypatch):
+    from reference_runtime.workflow import interpreter
+
     seen = {}
-    original = interpreter._store_carries
+    original = interpreter._compile_carries
 
-    def spy(store, merge, bounds, values, where):
-        original(store, merge, bounds, values, where)
-        seen.setdefault("n", []).append(values["n"][:, 0].tolist())
+    def compile_with_spy(carries, update):
+        store = original(carries, update)
 
-    interpreter._store_carries = spy
+        def spy(values, merge, bounds, where):
+            store(values, merge, bounds, where)
+            seen.setdefault("n", []).append(values["n"][:, 0].tolist())
+
+        return spy
+
+    monkeypatch.setattr(interpreter, "_compile_carries", compile_with_spy)
+    engine = counting_loop(tmp_path)
     engine.run(inputs={"x": [1, 3]}, max_new_tokens=10)
     # The body runs on both rows every time; row 1 is inactive from iteration 3 on, so its n
     # is merged back to 5 instead of counting on to 6 and 7.

@@ -87,20 +87,20 @@ def assert_same(native, reference, what: str) -> None:
 
 def capture(engine: Engine, requests) -> dict[str, list]:
     """Every ORT component call made while running ``requests``: name -> [(inputs, outputs,
-    results)]. Every call an OrtSession makes goes through ``run_positional``; the count is
+    results)]. Every call an OrtSession makes goes through its ``binding``; the count is
     checked against the engine's own invocation counters, so a capture that missed calls fails."""
     calls: dict[str, list] = {}
     for name, session in engine._sessions.items():
         if isinstance(session, OrtSession):
-            original = session.run_positional
+            original = session.binding
 
-            def spy(inputs, outputs, _name=name, _run=original):
-                results = _run(inputs, outputs)
+            def spy(outputs, inputs, options, _name=name, _run=original):
+                results = _run(outputs, inputs, options)
                 named = dict(zip(outputs, results, strict=True))
                 calls.setdefault(_name, []).append((dict(inputs), list(outputs), named))
                 return results
 
-            session.run_positional = spy
+            session.binding = spy
     before = engine.counters["invocations"]
     for request in requests:
         engine.run(**request)

@@ -73,8 +73,9 @@ class OrtSession:
     def __init__(self, component: str, session: ort.InferenceSession):
         self.component = component
         self.session = session
-        binding = getattr(session, "_sess", None)
-        self._run = binding.run if binding is not None else session.run
+        native = getattr(session, "_sess", None)
+        # binding(output names, feeds, run options) -> outputs in order
+        self.binding = native.run if native is not None else session.run
 
     def run(self, inputs, outputs):
         return dict(zip(outputs, self.run_positional(inputs, outputs), strict=True))
@@ -82,11 +83,15 @@ class OrtSession:
     def run_positional(self, inputs, outputs) -> list:
         """The outputs named by ``outputs``, in that order."""
         try:
-            return self._run(outputs, inputs, None)
+            return self.binding(outputs, inputs, None)
         except Exception as exc:
-            raise RunError(
-                "C86",
-                f"component {self.component!r} failed in ONNX Runtime: "
-                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
-                hint="The inputs passed every declared contract; check the graph itself.",
-            ) from exc
+            raise self.failure(exc) from exc
+
+    def failure(self, exc: Exception) -> RunError:
+        """What a failed run is reported as."""
+        return RunError(
+            "C86",
+            f"component {self.component!r} failed in ONNX Runtime: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+            hint="The inputs passed every declared contract; check the graph itself.",
+        )

@@ -29,9 +29,11 @@ from ..package.model import (
     SequenceStep,
     Workflow,
 )
-from .outputs import OutputStore
+from .outputs import OutputStore, compile_row_emit
 from .overrides import invoke_override
 from .tensors import Symbols, check, checker, dtype_name, scalar_int, to_host
+
+BOOL = np.dtype(np.bool_)
 
 
 @dataclass
@@ -125,6 +127,7 @@ class InvokePlan:
         arg = [f"a{i}" for i in range(len(self.inputs))]
         out = [f"o{i}" for i in range(len(self.outputs))]
         fast = hasattr(self.session, "run_positional")
+        binding = getattr(self.session, "binding", None)
         ports = ", ".join(f"{p!r}: {a}" for p, a in zip(self.input_ports, arg, strict=True))
         namespace: dict = {}
         symbols: dict[str, str] = {}  # shape symbol -> the local holding its extent
@@ -142,15 +145,22 @@ class InvokePlan:
         refuse = f"plan.refuse_inputs([{', '.join(arg)}])"
         for a, (_, _, check_port, _) in zip(arg, self.inputs, strict=True):
             lines += _contract_lines(a, check_port, symbols, namespace, refuse)
-        if fast:  # the session returns its outputs in order
-            lines.append(f"    ({''.join(o + ', ' for o in out)}) = "
-                         f"run_positional({{{ports}}}, output_ports)")  # fmt: skip
+        unpack = f"({''.join(o + ', ' for o in out)})"
+        if binding:  # the executor's own call, outputs in order; its errors are reported
+            lines += [
+                "    try:",
+                f"        {unpack} = binding(output_ports, {{{ports}}}, None)",
+                "    except Exception as exc:",
+                "        raise session.failure(exc) from exc",
+            ]
+        elif fast:  # the session returns its outputs in order
+            lines.append(f"    {unpack} = run_positional({{{ports}}}, output_ports)")
         else:
             lines.append(f"    results = session.run({{{ports}}}, output_ports)")
             lines += [
                 f"    {o} = results[{p!r}]" for o, p in zip(out, self.output_ports, strict=True)
             ]
-        lines.append("    interpreter.counters.invocations[component][executor] += 1")
+        lines.append("    calls[executor] += 1")
         refuse = f"plan.refuse_outputs([{', '.join(arg)}], [{', '.join(out)}])"
         for o, (_, _, check_port, _) in zip(out, self.outputs, strict=True):
             lines += _contract_lines(o, check_port, symbols, namespace, refuse)
@@ -162,9 +172,10 @@ class InvokePlan:
             plan=self,
             session=self.session,
             run_positional=getattr(self.session, "run_positional", None),
+            binding=binding,
             output_ports=self.output_ports,
-            component=self.step.component,
             executor=self.session.executor,
+            calls=interpreter.counters.invocations[self.step.component],
         )
         exec(compile("\n".join(lines), f"<invoke {self.step.component}>", "exec"), namespace)
         return namespace["invoke"]
@@ -291,14 +302,20 @@ class Interpreter:
         compiled function, or the step kind's method bound to the step."""
         entry = self.step_lists.get(id(steps))
         if entry is None:
-            callables = tuple(
-                self._compiled_invoke(step)
-                if isinstance(step, InvokeStep)
-                else partial(self._dispatch[step.__class__], step)
-                for step in steps
-            )
+            callables = tuple(self._compiled_step(step) for step in steps)
             entry = self.step_lists[id(steps)] = (steps, callables)  # the list stays alive
         return entry[1]
+
+    def _compiled_step(self, step) -> Callable:
+        if isinstance(step, InvokeStep):
+            return self._compiled_invoke(step)
+        if isinstance(step, EmitStep) and step.output in self.per_row_outputs:
+            fast = compile_row_emit(
+                step, self.wf.outputs[step.output], self._emit_where(step), self.emit
+            )
+            if fast is not None:
+                return fast
+        return partial(self._dispatch[step.__class__], step)
 
     def sequence(self, step: SequenceStep, frame: Frame) -> None:
         self.steps(step.steps, frame)
@@ -462,11 +479,20 @@ class Interpreter:
         # How many bodies each row was active for: bodies with every row active are counted
         # once; the masks of the others are summed per row.
         full_iterations, partial, width = 0, None, 1
+        read_predicate = not (step.termination == "generation_eos" and not frame.stop_on_eos)
+        continue_when = step.continue_when
         for index in range(limit):
             if predicate_after_body and index == 0:
                 mask = None  # the first body runs unconditionally, as in a do-while loop
+            elif not read_predicate:
+                mask = None
             else:
-                mask = self._predicate(step, frame, where)
+                mask = frame.values.get(continue_when)
+                # a host bool of rank <= 1 with a row: read as is; anything else is checked,
+                # copied to the host or refused by the general path
+                host = mask.__class__ is np.ndarray and mask.dtype is BOOL and mask.ndim == 1
+                if not (host and mask.size):
+                    mask = self._predicate(step, frame, where)
             all_active = True
             if mask is not None:
                 flags = mask.tolist()
@@ -491,7 +517,7 @@ class Interpreter:
             counters.loop_iterations += 1
             # Inactive rows are merged back only when some rows are active and some are not.
             merge = None if all_active or mask.size == 1 or skip_merge else mask
-            self._store_carries(store, merge, bounds, frame.values, where)
+            store(frame.values, merge, bounds, where)
         if iteration is not None:
             frame.values.pop(iteration.value, None)
         if partial is not None:
@@ -551,11 +577,6 @@ class Interpreter:
         uniform = uniform and (maximum is None or maximum.size == 1)
         step = int(increment[0]) if uniform else None
         return increment, maximum, largest, step
-
-    def _store_carries(self, store, merge, bounds, values: dict, where) -> None:
-        """After a body: each carried cell takes its next value, in declared order (``store``
-        is the loop's compiled update, see :func:`_compile_carries`)."""
-        store(values, merge, bounds, where)
 
     def _update_carry(self, carry: CarryPlan, old, merge, bounds, values: dict, where) -> None:
         """Store a carried cell's next value after checking its recurrence; ``merge`` is the
@@ -671,12 +692,16 @@ class Interpreter:
 
     # ------------------------------------------------------------------ emit
 
-    def emit(self, step: EmitStep, frame: Frame) -> None:
+    def _emit_where(self, step: EmitStep) -> str:
         where = self.wheres.get(id(step))
         if where is None:
             where = self.wheres[id(step)] = (
                 f"{format_location(step.path)} (emit into {step.output!r})"
             )
+        return where
+
+    def emit(self, step: EmitStep, frame: Frame) -> None:
+        where = self._emit_where(step)
         values = frame.values
         counters = self.counters
         # Emits publish to the host: every value they read is materialised there.

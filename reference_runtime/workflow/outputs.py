@@ -9,7 +9,7 @@ that row's stream. A dense output publishes the whole value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -186,6 +186,105 @@ class OutputStore:
                 check(name, self.dense[name], output.contract, symbols, f"output {name!r}")
                 out[name] = self.dense[name]
         return out
+
+
+def compile_row_emit(
+    step: EmitStep, output: WorkflowOutput, where: str, general
+) -> Callable | None:
+    """A per-row ``append`` / ``replace`` emit as one straight-line function of the frame, or
+    None where the step's shape is unusual (its first call reports why).
+
+    It does what :meth:`OutputStore._emit_rows` does when every enclosing loop row is active,
+    the values are host arrays of the declared rank, the value's contract check is cached for
+    its signature, and the rows' streams exist: read ``when`` / ``valid_length`` per row, cut
+    each publishing row's chunk, append or replace. Anything else (the first emit of a run, an
+    invalid control value, a length out of range, an inactive row, a deliberate fault) takes
+    ``general(step, frame)``, the full path, which reports every error.
+    """
+    contract = output.contract
+    rank, axis_r = contract.rank, contract.request_axis or 0
+    if step.mode not in ("append", "replace") or rank == 0:
+        return None
+    chunk = None
+    if step.valid_length or step.mode == "append":
+        chunk = step.axis if step.axis is not None else rank - 1
+        if chunk >= rank or chunk == axis_r:
+            return None
+    request_dim = contract.shape[axis_r] if contract.shape else None
+    if isinstance(request_dim, int) and request_dim != 1:
+        return None
+    row = "".join(":, " * axis_r) + "r:r + 1"
+    lines = [
+        "def emit(frame):",
+        "    store = frame.outputs",
+        "    if frame.active_rows or store.off_by_one:",
+        "        return general(step, frame)",
+        "    values = frame.values",
+        "    try:",
+        f"        v = values[{step.value!r}]",
+        *([f"        w = values[{step.when!r}]"] if step.when else []),
+        *([f"        n = values[{step.valid_length!r}]"] if step.valid_length else []),
+        "    except KeyError:",
+        "        return general(step, frame)",
+        f"    if v.__class__ is not ARRAY or v.ndim != {rank}:",
+        "        return general(step, frame)",
+        f"    rows = v.shape[{axis_r}]",
+    ]
+    for var, control, test in (
+        ("w", step.when, "w.dtype is not BOOL"),
+        ("n", step.valid_length, "n.dtype.kind not in 'iu'"),
+    ):
+        if control:
+            lines += [
+                f"    if {var}.__class__ is not ARRAY or {test} or {var}.ndim > 1:",
+                "        return general(step, frame)",
+                f"    {var} = {var}.reshape(-1).tolist()",
+                f"    if len({var}) != rows:",
+                f"        if len({var}) != 1:",
+                "            return general(step, frame)",
+                f"        {var} = {var} * rows",
+            ]
+    lines += [
+        "    if store.checked.get(ID) != (v.dtype, v.shape, len(frame.symbols.bound)):",
+        "        return general(step, frame)",
+        f"    streams = store.rows.get({step.output!r})",
+        "    if streams is None or len(streams) < rows:",
+        "        return general(step, frame)",
+    ]
+    if step.valid_length:
+        lines.append(f"    extent = v.shape[{chunk}]")
+    lines.append("    for r in range(rows):")
+    if step.when:
+        lines += ["        if not w[r]:", "            continue"]
+    lines.append(f"        chunk = v[{row}]")
+    if step.valid_length:
+        cut = "".join(":, " * chunk) + ":k"
+        lines += [
+            "        k = n[r]",
+            "        if k < 0 or k > extent:",
+            "            return general(step, frame)",
+            "        if k != extent:",
+            f"            chunk = chunk[{cut}]",
+        ]
+    if step.mode == "append":
+        lines += [
+            "        previous = streams[r]",
+            "        streams[r] = chunk.copy() if previous is None else "
+            f"concat(previous, chunk, {chunk}, where)",
+        ]
+    else:
+        lines.append("        streams[r] = chunk.copy()")
+    namespace = {
+        "general": general,
+        "step": step,
+        "where": where,
+        "ID": id(step),
+        "ARRAY": np.ndarray,
+        "BOOL": np.dtype(np.bool_),
+        "concat": _concat,
+    }
+    exec(compile("\n".join(lines), f"<emit into {step.output}>", "exec"), namespace)
+    return namespace["emit"]
 
 
 def _inactive_rows(masks, rows: int, contract) -> np.ndarray | None:
