@@ -99,6 +99,9 @@ class Engine:
             ),
             None,
         )
+        outputs = package.metadata.workflow.outputs
+        self._tokens_output = next((n for n, o in outputs.items() if o.role == "tokens"), None)
+        self._emitting_loops: dict = {}  # output -> the innermost loop emitting into it
         path = tokenizer_file(package)
         self._codec = TextCodec(path) if path is not None else None
 
@@ -329,7 +332,7 @@ class Engine:
 
     def _tokens(self, outputs: dict, frame) -> tuple:
         workflow = self.package.metadata.workflow
-        name = next((n for n, o in workflow.outputs.items() if o.role == "tokens"), None)
+        name = self._tokens_output
         if name is None:
             return None, None
         value = outputs.get(name)
@@ -358,7 +361,10 @@ class Engine:
             codes = declared.reshape(-1).tolist()
             if len(codes) == rows:
                 return [FINISH_CODES.get(int(c), "length") for c in codes]
-        loop = _loop_emitting(self.package.metadata.workflow.steps, output)
+        if output not in self._emitting_loops:
+            steps = self.package.metadata.workflow.steps
+            self._emitting_loops[output] = _loop_emitting(steps, output)
+        loop = self._emitting_loops[output]
         report = frame.loop_reports.get(id(loop)) if loop is not None else None
         if report is None:
             return ["stop"] * rows

@@ -301,9 +301,10 @@ class InputBinder:
             if batch is None and axis is not None and direct[name].ndim > axis:
                 batch = int(direct[name].shape[axis])
         values = dict(direct)
+        unbroadcast = faults.active("wrong_default_broadcast")
         for name in sorted(scalars):
             contract = wf.inputs[name].contract
-            shape = self._resolved_shape(contract, symbols)
+            shape = self._resolved_shape(contract, symbols, unbroadcast)
             values[name] = literal(name, scalars[name], contract, shape)
             check(name, values[name], contract, symbols, f"input {name!r}")
         for name, inp in wf.inputs.items():
@@ -323,13 +324,15 @@ class InputBinder:
         return f"Pass inputs={{{(alias or name)!r}: ...}}."
 
     @staticmethod
-    def _resolved_shape(contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
+    def _resolved_shape(
+        contract: TensorContract, symbols: Symbols, unbroadcast: bool = False
+    ) -> tuple[int, ...]:
         if contract.rank == 0:
             return ()
         if contract.shape is None:
             raise _request_error("a rank > 0 literal needs its contract's shape", code="H75")
         # Symbols bound so far give their extents; a symbol nothing bound yet becomes 1.
-        if faults.active("wrong_default_broadcast"):
+        if unbroadcast:  # the deliberate fault: every symbol becomes 1
             return tuple(d if isinstance(d, int) else 1 for d in contract.shape)
         resolved = (symbols.resolve(d) for d in contract.shape)
         return tuple(1 if extent is None else extent for extent in resolved)

@@ -261,7 +261,7 @@ class Interpreter:
         self.step_lists: dict[int, tuple] = {}  # id(step list) -> (the list, its callables)
         self.overrides: dict = {}  # target component -> Override, for the current run
         self.carries: dict[int, Callable] = {}  # id(loop step) -> its compiled carried update
-        self.wheres: dict[int, str] = {}  # id(emit step) -> its location, for diagnostics
+        self.wheres: dict[int, str] = {}  # id(emit or loop step) -> its location (diagnostics)
         self._dispatch = {
             InvokeStep: self.invoke,
             LoopStep: self.loop,
@@ -434,7 +434,9 @@ class Interpreter:
 
     def loop(self, step: LoopStep, frame: Frame) -> None:
         wf = self.wf
-        where = format_location(step.path)
+        where = self.wheres.get(id(step))
+        if where is None:
+            where = self.wheres[id(step)] = format_location(step.path)
         self.steps(step.setup, frame)
         limit_value = to_host(
             self.read(frame, step.max_iterations, f"{where}.max_iterations"), self.counters
@@ -450,16 +452,19 @@ class Interpreter:
                 start = stored
             else:
                 source = carry.initial or cell.initializer
-                start = self.read(frame, source, f"{where}: start value of cell {carry.cell!r}")
+                start = frame.values.get(source)
+                if start is None:
+                    self.read(frame, source, f"{where}: start value of cell {carry.cell!r}")
             check(
                 carry.cell,
                 start,
                 cell.contract,
                 frame.symbols,
-                f"{where}: cell {carry.cell!r} at loop entry",
+                lambda carry=carry: f"{where}: cell {carry.cell!r} at loop entry",
             )
             frame.values[carry.cell] = start
-            bounds[carry.cell] = self._recurrence_bounds(cell, frame, where)
+            if not isinstance(cell.recurrence, InvariantRecurrence):
+                bounds[carry.cell] = self._recurrence_bounds(cell, frame, where)
         iteration = step.iteration
         if iteration is not None and iteration.value in frame.values:
             raise RunError(
@@ -507,7 +512,9 @@ class Interpreter:
             if iteration is not None:
                 if iteration_shape is None:
                     iteration_shape = self._iteration_shape(iteration, frame, where)
-                frame.values[iteration.value] = np.full(iteration_shape, index, dtype=np.int64)
+                value = np.empty(iteration_shape, dtype=np.int64)
+                value.fill(index)
+                frame.values[iteration.value] = value
             if not all_active:  # per-row emits skip the rows this mask marks inactive
                 frame.active_rows.append(mask)
             for run_step in body:
@@ -591,7 +598,9 @@ class Interpreter:
                 "E57", f"{where}: next value {carry.next!r} of cell {name!r} is unavailable"
             )
         if not (carry.invariant and new.shape == old.shape and new.dtype == old.dtype):
-            self._check_recurrence(name, carry.cell, old, new, bounds[name], carry.grouped, where)
+            self._check_recurrence(
+                name, carry.cell, old, new, bounds.get(name), carry.grouped, where
+            )
         if merge is None or carry.grouped:
             values[name] = new
         else:
