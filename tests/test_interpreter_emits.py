@@ -5,8 +5,9 @@ nothing, with no padding"); a dense emit still publishes every row."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from reference_runtime import Engine
+from reference_runtime import Engine, RunError
 from tests.kit import (
     app,
     cell,
@@ -27,8 +28,9 @@ BOOL = rows("bool")
 COL = rows("int64", 1)
 
 
-def _counting(tmp_path, emits):
-    """n ([batch, 1]) counts up from x while n < 5 (`go` is the loop predicate)."""
+def _counting(tmp_path, emits, components=None, graphs=None):
+    """n ([batch, 1]) counts up from x while n < 5 (`go` is the loop predicate); ``emits`` (and
+    invokes of the extra ``components``) run after the count."""
     loop = {
         "kind": "loop",
         "steps": [
@@ -60,7 +62,9 @@ def _counting(tmp_path, emits):
         "state": {"n": cell(COL, "x"), "go": cell(BOOL, "package.go")},
         "steps": [loop],
     }  # fmt: skip
+    wf["components"].update(components or {})
     graphs = {
+        **(graphs or {}),
         "add1.onnx": graph(
             {"x": COL}, {"y": COL}, [node("Add", ["x", "k"], ["y"])], {"k": np.array(1, np.int64)}
         ),
@@ -89,3 +93,53 @@ def test_inactive_row_appends_nothing_without_when(tmp_path):
     assert [r.shape for r in result.outputs["tokens"]] == [(1, 4), (1, 2)]
     np.testing.assert_array_equal(result.outputs["trace"], [[2, 3, 4, 5], [4, 5, 6, 6]])
     assert engine.counters["loop_iterations"] == 4
+
+
+MINUS2 = {  # len = n - 2 as a [batch] vector
+    "components": {"minus2": {"implementation": {"kind": "onnx", "artifact": "minus2.onnx"},
+                              "ports": {"inputs": {"x": COL}, "outputs": {"y": I64}}}},
+    "graphs": {"minus2.onnx": graph(
+        {"x": COL}, {"y": I64},
+        [node("Sub", ["x", "k"], ["d"]), node("Squeeze", ["d", "axes"], ["y"])],
+        {"k": np.array(2, np.int64), "axes": np.array([1], np.int64)},
+    )},
+}  # fmt: skip
+
+
+def test_valid_length_out_of_range_on_a_later_iteration_is_refused(tmp_path):
+    """The first emits publish 0 and then 1 entry; the third asks for 2 of 1 (D85), after the
+    emit has run on its compiled path."""
+    engine = _counting(
+        tmp_path,
+        [invoke("minus2", {"x": "n.next"}, {"y": "len"}),
+         emit("n.next", "tokens", "append", valid_length="len", axis=1)],
+        **MINUS2,
+    )  # fmt: skip
+    two = engine.run(inputs={"x": [[1]]}, max_new_tokens=2)
+    assert two.tokens == [[3]]  # n.next 2 publishes 0 entries, 3 publishes 1
+    with pytest.raises(RunError) as err:
+        engine.run(inputs={"x": [[1]]}, max_new_tokens=3)
+    assert err.value.code == "D85"
+    assert "valid_length 2 of row 0 is outside [0, 1]" in err.value.message
+
+
+def test_replace_and_when_per_row(tmp_path):
+    """`replace` keeps each row's last published chunk; `when` (len > 0 here, as a bool) holds
+    a row back on the iterations it is false, while every row is active."""
+    engine = _counting(
+        tmp_path,
+        [invoke("minus2", {"x": "n.next"}, {"y": "len"}),
+         invoke("positive", {"x": "len"}, {"y": "ready"}),
+         emit("n.next", "tokens", "append", when="ready", axis=1),
+         emit("n.next", "trace", "replace", when="ready")],
+        components={**MINUS2["components"],
+                    "positive": {"implementation": {"kind": "onnx", "artifact": "positive.onnx"},
+                                 "ports": {"inputs": {"x": I64}, "outputs": {"y": BOOL}}}},
+        graphs={**MINUS2["graphs"],
+                "positive.onnx": graph({"x": I64}, {"y": BOOL}, [node("Greater", ["x", "z"], ["y"])],
+                                       {"z": np.array(0, np.int64)})},
+    )  # fmt: skip
+    result = engine.run(inputs={"x": [[0], [2]]}, max_new_tokens=3)
+    # row 0: n.next 1, 2, 3 -> len -1, 0, 1: only the third publishes; row 1: 3, 4, 5 -> all.
+    assert result.tokens == [[3], [3, 4, 5]]
+    assert [t.tolist() for t in result.outputs["trace"]] == [[[3]], [[5]]]
