@@ -101,6 +101,27 @@ def test_scalar_results_come_back_as_arrays():
     assert int(out["d"]) == 25
 
 
+def test_runs_ignore_float_errors_and_restore_the_callers_state():
+    f = TensorProto.FLOAT
+    model = _model([helper.make_node("Div", ["a", "b"], ["c"])], [_info("a", f), _info("b", f)],
+                   [_info("c", f)])  # fmt: skip
+    plan, _ = plan_model(model, np)
+    zero = np.zeros(2, np.float32)
+    bufsize = np.getbufsize()
+    with np.errstate(divide="raise", invalid="raise"):
+        np.setbufsize(bufsize * 2)
+        try:
+            for _ in range(2):
+                out = plan.run({"a": np.array([1, 0], np.float32), "b": zero})["c"]
+                assert np.isinf(out[0]) and np.isnan(out[1])
+                assert np.geterr()["divide"] == "raise" and np.getbufsize() == bufsize * 2
+            with pytest.raises(RunError):  # a failing run restores the state too
+                plan.run({"a": np.zeros(3, np.float32), "b": zero})
+            assert np.geterr()["invalid"] == "raise"
+        finally:
+            np.setbufsize(bufsize)
+
+
 def test_a_kernel_failure_names_its_node():
     model = _model(
         [

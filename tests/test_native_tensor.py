@@ -217,6 +217,40 @@ def test_scatter_reductions_apply_duplicates_in_order():
     np.testing.assert_array_equal(nd, [[1, 1], [0, 0], [0, 0], [2, 2]])
 
 
+@pytest.mark.parametrize("count", [2, 40])  # few indices are checked as Python ints
+def test_scatter_nd_and_gather_elements_index_checks_at_every_size(count):
+    rng = np.random.default_rng(0)
+    data = rng.random((count, 3, 4)).astype(np.float32)
+    rows = np.arange(count, dtype=np.int64) - count  # all negative: count from the back
+    idx = np.stack([rows, (rows % 3) - 3], axis=1)
+    upd = rng.random((count, 4)).astype(np.float32)
+    want = data.copy()
+    want[rows, (rows % 3) - 3] = upd
+    np.testing.assert_array_equal(run("ScatterND", [data, idx, upd]), want)
+    with pytest.raises(RunError, match="out of range"):
+        run("ScatterND", [data, np.where(idx == idx[-1], 3, idx), upd])
+    picks = (rows % 4 - 4).reshape(count, 1, 1).repeat(3, axis=1)
+    got = run("GatherElements", [data, picks], axis=2)
+    np.testing.assert_array_equal(got, np.take_along_axis(data, picks + 4, axis=2))
+    with pytest.raises(RunError, match="out of range"):
+        run("GatherElements", [data, picks - 4], axis=2)
+    with pytest.raises(RunError, match="exceed"):
+        run("GatherElements", [data[:, :1], picks], axis=2)
+
+
+def test_where_of_single_elements_and_argmax_keepdims():
+    yes, no = np.array([[1.5]], np.float32), np.array([[2.5]], np.float32)
+    for flag in (True, False):
+        got = run("Where", [np.array([[flag]]), yes, no])
+        np.testing.assert_array_equal(got, np.where(flag, yes, no))
+        assert got.shape == (1, 1) and got.dtype == np.float32
+    broadcast = run("Where", [np.array([True]), yes, np.array([[1.0, 2.0]], np.float32)])
+    np.testing.assert_array_equal(broadcast, [[1.5, 1.5]])
+    got = run("ArgMax", [X], axis=1)
+    assert got.shape == (2, 1, 4) and got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.full((2, 1, 4), 2))
+
+
 def test_one_hot_casts_float_indices_to_int64():
     # The spec casts non-integer indices to int64; -1 wraps, out-of-range gives all off.
     idx = np.array([1.7, -1.2, 3.0], dtype=np.float32)

@@ -460,12 +460,13 @@ class _Codegen:
 
         # 12: Add 'add_3'
         v_sum = K12(N12, v_x, c_one)
-        if v_sum.__class__ is not ARRAY or v_sum.dtype is not T12: v_sum = ONE(P12, v_sum)
+        if v_sum.__class__ is not ARRAY or (v_sum.dtype is not T12 and v_sum.dtype != T12): ...
         del v_x
 
     ``K12`` is the kernel, ``N12`` its node view, ``P12`` the planned node and ``T12`` the
     dtype its output must have; the second line is the output check, whose fast path is two
-    identity tests (``ONE`` converts a NumPy scalar or raises the dtype error). Values live in
+    identity tests (``...`` is ``v_sum = ONE(P12, v_sum)``, which converts a NumPy scalar or
+    raises the dtype error; an equal dtype held by another object passes). Values live in
     local variables (``v_`` + the ONNX name made an identifier) and are ``del``-ed after their
     last use so large intermediates are freed as early as before. Constants (initializers and
     folded values, ``c_`` + name), kernels and views are names of the function's own global
@@ -606,7 +607,9 @@ class _Codegen:
             check = f"{target}.__class__ is not ARRAY"
             if node.expected[0] is not None:
                 self.namespace[f"T{index}"] = node.expected[0]
-                check += f" or {target}.dtype is not T{index}"
+                # Identity first (the canonical dtype objects); an equal dtype that is
+                # another object (arrays unpickled or made by other libraries) passes too.
+                check += f" or ({target}.dtype is not T{index} and {target}.dtype != T{index})"
             self._emit(f"if {check}: {target} = ONE(P{index}, {target})", node)
         elif named:
             targets = "".join(f"{self._output(name)}, " for name in named)

@@ -6,9 +6,17 @@ they are normalised first and out-of-range indices are an error, as the spec say
 
 from __future__ import annotations
 
+import functools
 import math
 
+import numpy as np
+
 from ..registry import Unsupported, op
+
+# Up to this many index values, NumPy indices are range-checked as a Python list: for tiny
+# index tensors (the common case in control graphs) that is several times cheaper than two
+# array reductions.
+_SMALL = 32
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -22,7 +30,11 @@ def _indices(xp, indices, dim: int, what: str):
     """Index values in [-dim, dim) as int64 in [0, dim); anything else is an error."""
     indices = indices.astype(xp.int64, copy=False)
     if indices.size:
-        low, high = int(indices.min()), int(indices.max())
+        if xp is np and indices.size <= _SMALL:
+            values = indices.ravel().tolist()
+            low, high = min(values), max(values)
+        else:
+            low, high = int(indices.min()), int(indices.max())
         if low < -dim or high >= dim:
             raise IndexError(f"{what}: an index is out of range for a dimension of size {dim}")
         if low < 0:
@@ -33,24 +45,48 @@ def _indices(xp, indices, dim: int, what: str):
 def _within(indices, data, axis: int, what: str) -> None:
     """Off ``axis``, indices may be smaller than data (the leading block is addressed and the
     output takes indices' shape), never larger."""
-    for i, (n, d) in enumerate(zip(indices.shape, data.shape, strict=True)):
-        if i != axis and n > d:
-            raise ValueError(f"{what}: indices {indices.shape} exceed data {data.shape}")
+    if indices.shape != data.shape and not _fits(indices.shape, data.shape, axis):
+        raise ValueError(f"{what}: indices {indices.shape} exceed data {data.shape}")
+
+
+@functools.lru_cache(maxsize=256)
+def _fits(indices: tuple, data: tuple, axis: int) -> bool:
+    return all(i == axis or n <= d for i, (n, d) in enumerate(zip(indices, data, strict=True)))
+
+
+def _positions(xp, shape: tuple, axis: int) -> tuple:
+    """Per axis of ``shape`` other than ``axis``, the positions along it shaped to broadcast
+    (None at ``axis``)."""
+    rank = len(shape)
+    index = []
+    for d, n in enumerate(shape):
+        if d == axis:
+            index.append(None)
+            continue
+        shape_d = [1] * rank
+        shape_d[d] = n
+        index.append(xp.arange(n, dtype=xp.int64).reshape(shape_d))
+    return tuple(index)
+
+
+@functools.lru_cache(maxsize=256)
+def _host_positions(shape: tuple, axis: int) -> tuple:
+    """:func:`_positions` on NumPy, cached by shape (read-only: they are only read, as
+    indices)."""
+    index = _positions(np, shape, axis)
+    for positions in index:
+        if positions is not None:
+            positions.flags.writeable = False
+    return index
 
 
 def _along_axis(xp, picks, axis: int) -> tuple:
     """The advanced index that addresses ``picks`` along ``axis`` and, on every other axis,
     the position itself: ``a[index]`` is take_along_axis, ``a[index] = v`` put_along_axis (on
     the leading ``picks.shape`` block of ``a`` where ``a`` is larger off the axis)."""
-    rank = picks.ndim
-    index = []
-    for d, n in enumerate(picks.shape):
-        if d == axis:
-            index.append(picks)
-        else:
-            shape = [1] * rank
-            shape[d] = n
-            index.append(xp.arange(n, dtype=xp.int64).reshape(shape))
+    shape = picks.shape
+    index = list(_host_positions(shape, axis) if xp is np else _positions(xp, shape, axis))
+    index[axis] = picks
     return tuple(index)
 
 
@@ -156,6 +192,22 @@ def _linear(xp, index_columns, dims, n: int):
     return linear
 
 
+def _small_linear(coordinates: list, dims: tuple) -> list[int]:
+    """:func:`_linear` of a few coordinates given as Python lists (one per index, each
+    possibly negative), range-checked like :func:`_indices`."""
+    rows = []
+    for coordinate in coordinates:
+        linear = 0
+        for c, dim in zip(coordinate, dims, strict=True):
+            if not -dim <= c < dim:
+                raise IndexError(
+                    f"ScatterND: an index is out of range for a dimension of size {dim}"
+                )
+            linear = linear * dim + (c + dim if c < 0 else c)
+        rows.append(linear)
+    return rows
+
+
 @op("ScatterElements", since=(11, 13, 16, 18), check=_check_scatter)
 def scatter_elements(node, data, indices, updates):
     # out[..., indices[i, j, ...], ...] (indices replacing the axis coordinate) = updates[...]
@@ -199,8 +251,11 @@ def scatter_nd(node, data, indices, updates):
     if updates.size == 0:
         return out
     flat_idx = indices.reshape(math.prod(indices.shape[:-1]), k)
-    columns = [_indices(xp, flat_idx[:, j], data.shape[j], "ScatterND") for j in range(k)]
-    rows = _linear(xp, columns, data.shape[:k], flat_idx.shape[0])
+    if xp is np and indices.size <= _SMALL:
+        rows = np.asarray(_small_linear(flat_idx.tolist(), data.shape[:k]), dtype=np.int64)
+    else:
+        columns = [_indices(xp, flat_idx[:, j], data.shape[j], "ScatterND") for j in range(k)]
+        rows = _linear(xp, columns, data.shape[:k], flat_idx.shape[0])
     table = out.reshape(math.prod(data.shape[:k]), -1)
     reduction = node.attr("reduction", "none")
     if reduction == "none":  # duplicates are unspecified by ONNX: the last write wins here
@@ -221,11 +276,14 @@ def one_hot(node, indices, depth, values):
     rank = indices.ndim + 1
     axis = _axis(axis, rank)
     idx = indices.astype(xp.int64)  # the spec casts non-integer indices to int64
-    idx = xp.where(idx < 0, idx + depth, idx)  # in [-depth, depth); anything else: all off
+    # In [-depth, depth), negatives counting from the back; anything else: all off.
+    if not (xp is np and idx.size <= _SMALL and min(idx.ravel().tolist(), default=0) >= 0):
+        idx = xp.where(idx < 0, idx + depth, idx)
     shape = [1] * rank
     shape[axis] = depth
-    hit = xp.expand_dims(idx, axis) == xp.arange(depth, dtype=xp.int64).reshape(shape)
-    return xp.where(hit, values[1], values[0])
+    expanded = idx.reshape(idx.shape[:axis] + (1,) + idx.shape[axis:])
+    hit = expanded == xp.arange(depth, dtype=xp.int64).reshape(shape)
+    return values[hit.astype(xp.intp)]  # values[1] where hit, values[0] elsewhere
 
 
 @op("Trilu", since=(14,))
@@ -284,25 +342,27 @@ def top_k(node, x, k=None):
     return x[_along_axis(xp, order, axis)], order
 
 
-def _arg_extreme(node, x, pick):
+def _arg_extreme(node, x, pick: str):
     xp = node.xp
     axis = _axis(node.attr("axis", 0), x.ndim)
     if node.attr("select_last_index", 0):
-        index = (x.shape[axis] - 1) - pick(xp.flip(x, axis), axis=axis)
+        index = (x.shape[axis] - 1) - getattr(xp.flip(x, axis), pick)(axis=axis)
     else:
-        index = pick(x, axis=axis)
-    index = index.astype(xp.int64)
-    return xp.expand_dims(index, axis) if node.attr("keepdims", 1) else index
+        index = getattr(x, pick)(axis=axis)
+    index = index.astype(xp.int64, copy=False)
+    if node.attr("keepdims", 1):
+        return index.reshape(index.shape[:axis] + (1,) + index.shape[axis:])
+    return index
 
 
 @op("ArgMax", since=(1, 11, 12, 13))
 def arg_max(node, x):
-    return _arg_extreme(node, x, node.xp.argmax)
+    return _arg_extreme(node, x, "argmax")
 
 
 @op("ArgMin", since=(1, 11, 12, 13))
 def arg_min(node, x):
-    return _arg_extreme(node, x, node.xp.argmin)
+    return _arg_extreme(node, x, "argmin")
 
 
 @op("NonZero", since=(9, 13))

@@ -10,6 +10,8 @@ float16 and bfloat16 are accumulated in float32 and cast back to the input dtype
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from ..registry import op
 
@@ -25,9 +27,16 @@ def _decode_axes(axes_input) -> tuple[int, ...]:
     return tuple(int(a) for a in axes_input.reshape(-1).tolist())
 
 
+class _Resolved(tuple):
+    """Axes already resolved by :func:`_axes` for the input's rank (sorted, non-negative)."""
+
+
 def _axes(node, x, axes_input):
     """The axes to reduce as a tuple: ``()`` means no reduction at all. ``axes_input`` is the
-    axes input, or those axes already decoded (a tuple) when they are a constant."""
+    axes input, or those axes already decoded (a tuple) when they are a constant, or already
+    resolved for ``x``'s rank."""
+    if axes_input.__class__ is _Resolved:
+        return axes_input
     if axes_input is not None:
         axes = axes_input if axes_input.__class__ is tuple else _decode_axes(axes_input)
     else:
@@ -49,13 +58,15 @@ def _empty(node, x, axes, value):
 
 
 def _squeeze(node, y, axes):
-    if _keepdims(node) or not axes:
+    if not axes or _keepdims(node):
         return y
     return y.reshape([n for i, n in enumerate(y.shape) if i not in axes])
 
 
 def _sum(node, x, axes):
     """Sum over ``axes`` keeping dims, in ``x``'s dtype (no int promotion)."""
+    if node.xp is np:  # what ndarray.sum calls, without its Python wrapper
+        return np.add.reduce(x, axis=axes, dtype=x.dtype, keepdims=True)
     return x.sum(axis=axes, keepdims=True, dtype=x.dtype)
 
 
@@ -80,9 +91,13 @@ def reduction(op_type: str, since):
             if 1 not in constants:
                 return None
             axes = _decode_axes(constants[1])
+            resolved: dict[int, _Resolved] = {}  # per input rank
 
-            def kernel(node, data, _axes):
-                return fn(node, data, axes)
+            def kernel(node, data, _axes_input):
+                found = resolved.get(data.ndim)
+                if found is None:
+                    found = resolved[data.ndim] = _Resolved(_axes(node, data, axes))
+                return fn(node, data, found)
 
             return kernel
 
@@ -182,7 +197,11 @@ def reduce_max(node, data, axes=None):
         return data
     if data.size == 0:
         return _empty(node, data, axes, _lowest(node, data.dtype))
-    y = _work(node, data).max(axis=axes, keepdims=True)
+    x = _work(node, data)
+    if node.xp is np:  # what ndarray.max calls, without its Python wrapper
+        y = np.maximum.reduce(x, axis=axes, keepdims=True)
+    else:
+        y = x.max(axis=axes, keepdims=True)
     return _finish(node, y, axes, data.dtype)
 
 
@@ -193,7 +212,11 @@ def reduce_min(node, data, axes=None):
         return data
     if data.size == 0:
         return _empty(node, data, axes, _highest(node, data.dtype))
-    y = _work(node, data).min(axis=axes, keepdims=True)
+    x = _work(node, data)
+    if node.xp is np:  # what ndarray.min calls, without its Python wrapper
+        y = np.minimum.reduce(x, axis=axes, keepdims=True)
+    else:
+        y = x.min(axis=axes, keepdims=True)
     return _finish(node, y, axes, data.dtype)
 
 

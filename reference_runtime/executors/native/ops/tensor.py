@@ -121,14 +121,40 @@ def _per_rank(normalise):
     return get
 
 
+def _per_shape(target, limit: int = 64):
+    """``target(shape)`` (the output shape of a reshaping op) memoised per input shape, for
+    the few shapes one node sees; a node fed ever new shapes starts over past ``limit``."""
+    cache: dict[tuple, tuple] = {}
+
+    def reshaped(x):
+        shape = x.shape
+        found = cache.get(shape)
+        if found is None:
+            if len(cache) >= limit:
+                cache.clear()
+            found = cache[shape] = tuple(target(shape))
+        return x.reshape(found)
+
+    return reshaped
+
+
 def _prepare_squeeze(node, constants):
     if 1 not in constants:
         return None
     axes = _ints(constants[1])
     resolved = _per_rank(lambda rank: frozenset(_axis(a, rank) for a in axes))
 
+    def target(shape):
+        dims = resolved(len(shape))
+        for a in dims:
+            if shape[a] != 1:
+                raise ValueError(f"Squeeze: dim {a} of shape {shape} is not 1")
+        return [d for i, d in enumerate(shape) if i not in dims]
+
+    squeezed = _per_shape(target)
+
     def kernel(node, x, _axes):
-        return _squeezed(x, resolved(x.ndim))
+        return squeezed(x)
 
     return kernel
 
@@ -165,8 +191,16 @@ def _prepare_unsqueeze(node, constants):
     axes = _ints(constants[1])
     positions = _per_rank(lambda rank: _unsqueeze_positions(rank, axes))
 
+    def target(shape):
+        out = list(shape)
+        for p in positions(len(shape)):
+            out.insert(p, 1)
+        return out
+
+    unsqueezed = _per_shape(target)
+
     def kernel(node, x, _axes):
-        return _unsqueezed(x, positions(x.ndim))
+        return unsqueezed(x)
 
     return kernel
 
