@@ -143,3 +143,27 @@ def test_replace_and_when_per_row(tmp_path):
     # row 0: n.next 1, 2, 3 -> len -1, 0, 1: only the third publishes; row 1: 3, 4, 5 -> all.
     assert result.tokens == [[3], [3, 4, 5]]
     assert [t.tolist() for t in result.outputs["trace"]] == [[[3]], [[5]]]
+
+
+def test_row_streams_join_their_appends_once_and_refuse_what_does_not_fit():
+    from reference_runtime.workflow.outputs import _append, _published
+
+    a = np.array([[1, 2]], np.int64)
+    stream = _append(None, a, 1, "here")
+    a[0, 0] = 9  # the stream holds its own copy
+    stream = _append(stream, np.array([[3]], np.int64), 1, "here")
+    stream = _append(stream, np.array([[4, 5]], np.int64), 1, "here")
+    np.testing.assert_array_equal(_published(stream), [[1, 2, 3, 4, 5]])
+    # Another axis joins what is there first; a published chunk can be appended to.
+    stream = _append(stream, np.array([[6, 7, 8, 9, 10]], np.int64), 0, "here")
+    np.testing.assert_array_equal(_published(stream), [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
+    stream = _append(np.array([[1]], np.int64), np.array([[2]], np.int64), 1, "here")
+    np.testing.assert_array_equal(_published(stream), [[1, 2]])
+    for chunk, words in [
+        (np.array([[1.0]], np.float32), "cannot append float32 rank 2 to int64 rank 2"),
+        (np.array([[1], [2]], np.int64), "differs from [1, 2] outside axis 1"),
+        (np.array([1], np.int64), "cannot append int64 rank 1"),
+    ]:
+        with pytest.raises(RunError) as err:
+            _append(stream, chunk, 1, "here")
+        assert err.value.code == "D85" and words in err.value.message

@@ -26,7 +26,7 @@ class OutputStore:
         self.batch = batch
         self.dense: dict[str, np.ndarray] = {}
         self.events: dict[str, list[np.ndarray]] = {}
-        self.rows: dict[str, list[np.ndarray | None]] = {}
+        self.rows: dict[str, list] = {}  # per row: None, a chunk, or an _Appended stream
         self.row_events: dict[str, list[list[np.ndarray]]] = {}
         self.off_by_one = faults.active("emit_off_by_one")
         self.checked: dict[int, tuple] = {}  # id(emit step) -> the last signature that passed
@@ -130,12 +130,7 @@ class OutputStore:
                 cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
                 chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
             if step.mode == "append":
-                previous = streams[r]
-                streams[r] = (
-                    chunk.copy()
-                    if previous is None
-                    else _concat(previous, chunk, chunk_axis, where)
-                )
+                streams[r] = _append(streams[r], chunk, chunk_axis, where)
             else:
                 chunk = chunk.copy()  # a published row owns its data
                 if step.mode == "event":
@@ -176,7 +171,7 @@ class OutputStore:
         for name, output in self.declared.items():
             if name in self.per_row:
                 # A per-row output always lists every row; a row that published nothing is None.
-                streams = list(self.rows.get(name, []))
+                streams = [_published(s) for s in self.rows.get(name, [])]
                 if self.batch is not None and len(streams) < self.batch:
                     streams += [None] * (self.batch - len(streams))
                 if streams:
@@ -269,8 +264,10 @@ def compile_row_emit(
     if step.mode == "append":
         lines += [
             "        previous = streams[r]",
-            "        streams[r] = chunk.copy() if previous is None else "
-            f"concat(previous, chunk, {chunk}, where)",
+            f"        if previous.__class__ is APPENDED and previous.axis == {chunk}:",
+            "            previous.add(chunk, where)",
+            "        else:",
+            f"            streams[r] = append(previous, chunk, {chunk}, where)",
         ]
     else:
         lines.append("        streams[r] = chunk.copy()")
@@ -281,7 +278,8 @@ def compile_row_emit(
         "ID": id(step),
         "ARRAY": np.ndarray,
         "BOOL": np.dtype(np.bool_),
-        "concat": _concat,
+        "append": _append,
+        "APPENDED": _Appended,
     }
     exec(compile("\n".join(lines), f"<emit into {step.output}>", "exec"), namespace)
     return namespace["emit"]
@@ -314,6 +312,50 @@ def _row_control(value, rows: int, what: str, where: str) -> list | None:
             f"{where}: {what} holds {len(flat)} values for {rows} rows (give 1 or one per row)",
         )
     return flat
+
+
+class _Appended:
+    """A row's stream grown by appends along one axis: its chunks (each its own copy), joined
+    once when the output is finished, so a long generation appends in linear time."""
+
+    __slots__ = ("pieces", "axis", "dtype", "shape")
+
+    def __init__(self, first: np.ndarray, axis: int):
+        self.pieces, self.axis, self.dtype, self.shape = [first], axis, first.dtype, first.shape
+
+    def add(self, chunk: np.ndarray, where: str) -> None:
+        s, c, a = self.shape, chunk.shape, self.axis
+        if (
+            chunk.dtype != self.dtype
+            or len(c) != len(s)
+            or c[:a] != s[:a]
+            or c[a + 1 :] != s[a + 1 :]
+        ):
+            _concat(self.value(), chunk, a, where)  # reports what does not fit
+        self.pieces.append(chunk.copy())
+        self.shape = (*s[:a], s[a] + c[a], *s[a + 1 :])
+
+    def value(self) -> np.ndarray:
+        if len(self.pieces) > 1:
+            self.pieces = [np.concatenate(self.pieces, axis=self.axis)]
+        return self.pieces[0]
+
+
+def _append(previous, chunk: np.ndarray, axis: int, where: str) -> _Appended:
+    """``chunk`` appended along ``axis`` to a row's stream (None, a published chunk, or a
+    stream of appends)."""
+    if previous is None:
+        return _Appended(chunk.copy(), axis)
+    if previous.__class__ is _Appended:
+        if previous.axis == axis:
+            previous.add(chunk, where)
+            return previous
+        previous = previous.value()
+    return _Appended(_concat(previous, chunk, axis, where), axis)
+
+
+def _published(stream):
+    return stream.value() if stream.__class__ is _Appended else stream
 
 
 def _concat(previous: np.ndarray, chunk: np.ndarray, axis: int, where: str) -> np.ndarray:
