@@ -3,9 +3,10 @@ ReferenceEvaluator, end to end and executor only.
 
     python tools/bench_native.py [--upstream ../shared/upstream-fixtures] [--samples 5]
 
-Two tables, each the median of ``--samples`` runs per package and executor, with the ratios
-reference/native and native/ORT and a total row (the sum of the medians, and the ratios of the
-totals):
+Two tables, each the median of ``--samples`` samples per package and executor (a sample
+repeats the workload for at least 20 ms and takes the mean, so workloads of microseconds are
+timed too), with the ratios reference/native and native/ORT and a total row (the sum of the
+medians, and the ratios of the totals):
 
 - **end to end**: every request of the package through ``Engine.run``, driven by the same
   workflow interpreter under each executor. The interpreter's own cost is the same for the
@@ -119,13 +120,22 @@ def record_calls(path: Path, requests) -> list[tuple[str, dict, list]]:
     return calls
 
 
+SAMPLE_SECONDS = 0.02  # a sample repeats a workload at least this long, then takes the mean
+
+
 def median_of(samples: int, once) -> float:
+    """The median over ``samples`` of the time of one ``once()``; each sample repeats it enough
+    times to last ``SAMPLE_SECONDS`` (a workload of a few microseconds is not timed alone)."""
+    start = time.perf_counter()
     once()  # warm up (plans compile, caches fill)
+    once()
+    repeats = max(1, int(SAMPLE_SECONDS / max((time.perf_counter() - start) / 2, 1e-9)))
     times = []
     for _ in range(samples):
         start = time.perf_counter()
-        once()
-        times.append(time.perf_counter() - start)
+        for _ in range(repeats):
+            once()
+        times.append((time.perf_counter() - start) / repeats)
     return statistics.median(times)
 
 
@@ -226,7 +236,7 @@ def main(argv=None) -> int:
         exec_rows.append(
             (name, *(replay(e._sessions, calls, args.samples) for e in (native, ort, ref)))
         )
-    samples = f"median of {args.samples} runs, ms"
+    samples = f"median of {args.samples} samples, ms per run"
     lines = [
         *table(f"end to end: each package's requests through Engine.run ({samples})", end_rows),
         "",
