@@ -22,7 +22,7 @@ from reference_runtime.package.model import (
 from reference_runtime.workflow.interpreter import _contract_lines
 from reference_runtime.workflow.tensors import Symbols, checker
 
-DIMS = st.sampled_from([1, 2, 4, "a", "b"])
+DIMS = st.sampled_from([1, 2, 4, "a", "a", "b"])
 DTYPES = ["int64", "float32"]
 
 
@@ -76,7 +76,7 @@ def compiled(ports) -> bool:
     return namespace["check"](*(value for _, value in ports))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.lists(ports(), min_size=1, max_size=3))
 def test_compiled_checks_agree_with_the_general_checks(ports):
     assert compiled(ports) == general(ports)
@@ -95,3 +95,7 @@ def test_the_agreement_is_not_vacuous():
     )  # fmt: skip
     odd = [(expanded, np.zeros(3, np.int64))]
     assert compiled(odd) is general(odd) is False
+    # A symbol bound by an earlier port, met again on a request-expanded axis: rows of 2.
+    for extent, verdict in [(4, True), (2, False), (5, False)]:
+        ports = [(c, np.zeros(2, np.int64)), (expanded, np.zeros(extent, np.int64))]
+        assert compiled(ports) is general(ports) is verdict

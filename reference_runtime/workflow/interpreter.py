@@ -784,10 +784,22 @@ def _contract_lines(var: str, chk, symbols: dict, namespace: dict, refuse: str) 
         return []
     dtype = f"DT{len(namespace)}"
     namespace[dtype] = chk.dtype
+    wrong_dtype = f"({var}.dtype is not {dtype} and {var}.dtype != {dtype})"
+    if len(chk.axes) == chk.rank and all(d.__class__ is int or d in symbols for _, d in chk.axes):
+        # Every extent is known here: one comparison of the whole shape.
+        parts = []
+        for axis, dim in chk.axes:
+            if dim.__class__ is int:
+                parts.append(str(dim))
+            elif axis == chk.request_axis and chk.factor > 1:
+                parts.append(f"{symbols[dim]} * {chk.factor}")
+            else:
+                parts.append(symbols[dim])
+        expected = "(" + "".join(part + ", " for part in parts) + ")"
+        return [f"    if {wrong_dtype} or {var}.shape != {expected}:", f"        {refuse}"]
     lines = [
         f"    shape = {var}.shape",
-        f"    if ({var}.dtype is not {dtype} and {var}.dtype != {dtype}) or len(shape) != "
-        f"{chk.rank}:",
+        f"    if {wrong_dtype} or len(shape) != {chk.rank}:",
         f"        {refuse}",
     ]
     for axis, dim in chk.axes:
