@@ -119,8 +119,8 @@ class InvokePlan:
         unrolled into comparisons of the value's dtype and extents, with each shape symbol of
         the component scope held in a local variable once a port binds it. When a comparison
         fails, the general checks run and report the error. Invokes that need more (scatter
-        bounds, host-only executors, contract executors, request-time overrides, an
-        unavailable value) take the general path.
+        bounds, host-only executors, contract executors, an unavailable value) take the general
+        path; so does every step of a run with request-time overrides.
         """
         if self.scatter or self.host_only or self.contract is not None:
             return lambda frame: general(self.step, frame)
@@ -133,8 +133,6 @@ class InvokePlan:
         symbols: dict[str, str] = {}  # shape symbol -> the local holding its extent
         lines = [
             "def invoke(frame):",
-            "    if interpreter.overrides:",
-            "        return general(step, frame)",
             "    values = frame.values",
             "    try:",
             *(f"        {a} = values[{n!r}]" for a, n in zip(arg, self.input_names, strict=True)),
@@ -299,7 +297,10 @@ class Interpreter:
 
     def compiled_steps(self, steps) -> tuple:
         """A step list as callables of the frame, resolved once per list: an invoke's
-        compiled function, or the step kind's method bound to the step."""
+        compiled function, or the step kind's method bound to the step. A run with request-time
+        overrides takes every step's general path."""
+        if self.overrides:
+            return tuple(partial(self._dispatch[step.__class__], step) for step in steps)
         entry = self.step_lists.get(id(steps))
         if entry is None:
             callables = tuple(self._compiled_step(step) for step in steps)
@@ -335,7 +336,10 @@ class Interpreter:
     # ------------------------------------------------------------------ invoke
 
     def invoke(self, step: InvokeStep, frame: Frame) -> None:
-        self._compiled_invoke(step)(frame)
+        if self.overrides:
+            self.invoke_general(step, frame)
+        else:
+            self._compiled_invoke(step)(frame)
 
     def _compiled_invoke(self, step: InvokeStep) -> Callable:
         compiled = self.compiled.get(id(step))
