@@ -126,7 +126,6 @@ class InvokePlan:
             return lambda frame: general(self.step, frame)
         arg = [f"a{i}" for i in range(len(self.inputs))]
         out = [f"o{i}" for i in range(len(self.outputs))]
-        fast = hasattr(self.session, "run_positional")
         binding = getattr(self.session, "binding", None)
         ports = ", ".join(f"{p!r}: {a}" for p, a in zip(self.input_ports, arg, strict=True))
         namespace: dict = {}
@@ -151,8 +150,6 @@ class InvokePlan:
                 "    except Exception as exc:",
                 "        raise session.failure(exc) from exc",
             ]
-        elif fast:  # the session returns its outputs in order
-            lines.append(f"    {unpack} = run_positional({{{ports}}}, output_ports)")
         else:
             lines.append(f"    results = session.run({{{ports}}}, output_ports)")
             lines += [
@@ -169,7 +166,6 @@ class InvokePlan:
             step=self.step,
             plan=self,
             session=self.session,
-            run_positional=getattr(self.session, "run_positional", None),
             binding=binding,
             output_ports=self.output_ports,
             executor=self.session.executor,
