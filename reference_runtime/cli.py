@@ -16,6 +16,7 @@ import numpy as np
 from .errors import PackageError, ReferenceRuntimeError, UsageError
 from .lowering import BARE_SHAPES, lower, package_shape
 from .package import validate_package
+from .package.rules.catalogue import RULES
 from .support import REFERENCE_SUPPORT
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
@@ -39,7 +40,12 @@ def _validate(args) -> int:
             print(f"error: {exc.message}\n  fix: {exc.hint}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        report = {"valid": not violations, "violations": [v.to_json() for v in violations]}
+        report = {
+            "valid": not violations,
+            # kind: "violation" (the package breaks the format) or "unsupported" (it is valid
+            # but needs something this runtime does not implement)
+            "violations": [{**v.to_json(), "kind": RULES[v.code].kind} for v in violations],
+        }
         print(json.dumps(report, indent=2))
     elif not violations:
         print(f"{args.package}: valid {kind}")
@@ -47,7 +53,8 @@ def _validate(args) -> int:
         count = len(violations)
         print(f"{args.package}: refused, {count} violation{'s' * (count != 1)}")
         for v in violations:
-            print(f"  {v.code}  {v.location}")
+            unsupported = " (unsupported here)" if RULES[v.code].kind == "unsupported" else ""
+            print(f"  {v.code}  {v.location}{unsupported}")
             print(f"        {v.message}")
             print(f"        fix: {v.hint}")
     return EXIT_OK if not violations else EXIT_REFUSED

@@ -14,7 +14,18 @@ ALIASES = {
     "bf16": "bfloat16",
     "fp8_e4m3fn": "float8_e4m3fn",
     "fp8_e5m2": "float8_e5m2",
+    "fp8_e4m3": "float8_e4m3",
 }
+
+# Every dtype name a workflow tensor may carry (the format's tensor vocabulary, aliases
+# included). `string` is a name of the vocabulary but never a workflow tensor.
+TENSOR_DTYPES = frozenset(
+    {
+        "float32", "fp32", "float16", "fp16", "bfloat16", "bf16",
+        "float8_e4m3fn", "fp8_e4m3fn", "float8_e4m3", "fp8_e4m3", "float8_e5m2", "fp8_e5m2",
+        "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+    }
+)  # fmt: skip
 
 # canonical name -> ONNX element type
 ONNX_ELEM_TYPE = {

@@ -29,12 +29,11 @@ from .package import Package, load_package
 from .package.model import (
     AdapterImplementation,
     BindingImplementation,
-    BranchStep,
     EmitStep,
     LoopStep,
     OnnxImplementation,
-    SequenceStep,
 )
+from .package.visit import child_steps
 from .tokenizer import TextCodec, is_text, no_tokenizer_error, tokenizer_file
 from .workflow.inputs import InputBinder, Request
 from .workflow.interpreter import Interpreter, dynamic_symbols
@@ -203,7 +202,7 @@ class Engine:
         *,
         max_new_tokens=None,
         seed=None,
-        greedy=True,
+        greedy=None,
         temperature=None,
         top_k=None,
         top_p=None,
@@ -382,17 +381,8 @@ def _loop_emitting(steps, output: str, loop=None):
     for step in steps:
         if isinstance(step, EmitStep) and step.output == output and loop is not None:
             return loop
-        if isinstance(step, LoopStep):
-            found = _loop_emitting(step.steps, output, step)
-            if found is not None:
-                return found
-        elif isinstance(step, BranchStep):
-            for case in (*step.cases.values(), step.default or ()):
-                found = _loop_emitting(case, output, loop)
-                if found is not None:
-                    return found
-        elif isinstance(step, SequenceStep):
-            found = _loop_emitting(step.steps, output, loop)
-            if found is not None:
-                return found
+        inner = step if isinstance(step, LoopStep) else loop
+        found = _loop_emitting(child_steps(step), output, inner)
+        if found is not None:
+            return found
     return None

@@ -70,7 +70,9 @@ REFERENCE_SUPPORT = RuntimeSupport(
     binding_contracts=frozenset(
         {"onnx-genai.autoregressive-decode@1", "onnx-genai.token-policy@1"}
     ),
+    # the profile kinds the format's readers know; a profile declaring pooling or decoding is
+    # refused (H93): this runtime publishes workflow outputs and applies neither
     profile_kinds=frozenset(
-        {"text_generation", "image_generation", "speech_synthesis", "audio_codec", "embedding"}
+        {"generation", "embedding", "reranking", "classification", "reward", "transcription"}
     ),
 )

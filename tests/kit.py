@@ -62,10 +62,20 @@ def component(artifact: str, inputs: dict | None = None, outputs: dict | None = 
 
 
 def package(root: Path, workflow: dict, graphs: dict[str, onnx.ModelProto], **top) -> Path:
-    """Write a package (manifest capabilities default to a broad supported list)."""
+    """Write a package (manifest capabilities default to a broad supported list; an application
+    input made by :func:`app` without an alias is supplied under its own name)."""
     root.mkdir(parents=True, exist_ok=True)
     workflow = dict(workflow)
     workflow.setdefault("manifest", {"capabilities": ALL_CAPS})
+    workflow.setdefault("components", {})
+    inputs = {}
+    for name, inp in (workflow.get("inputs") or {}).items():
+        source = inp.get("source") or {}
+        if source.get("kind") == "application" and "name" not in source:
+            inp = {**inp, "source": {**source, "name": name}}
+        inputs[name] = inp
+    if inputs:
+        workflow["inputs"] = inputs
     doc = {"schema_version": "v1", "pipeline": {"workflow": workflow}, **top}
     (root / "inference_metadata.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     for relpath, model in graphs.items():
@@ -89,13 +99,16 @@ def app(c: dict, alias: str | None = None, **extra) -> dict:
 
 
 def out(c: dict, role: str = "tensor") -> dict:
-    return {"contract": c, "role": role}
+    return {"contract": c, "role": role, "stage": "pre_adapter"}
 
 
-def cell(c: dict, initializer: str | None, recurrence: dict | None = None, **extra) -> dict:
-    d = {"contract": c, "scope": "invocation", "recurrence": recurrence or {"kind": "invariant"}}
-    if initializer is not None:
-        d["initializer"] = initializer
+def cell(c: dict, initializer: str, recurrence: dict | None = None, **extra) -> dict:
+    d = {
+        "contract": c,
+        "scope": "invocation",
+        "initializer": initializer,
+        "recurrence": recurrence or {"kind": "invariant"},
+    }
     d.update(extra)
     return d
 

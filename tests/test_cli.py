@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -40,9 +41,29 @@ def test_refused_package_json_shape(tmp_path, capsys):
     assert main(["validate", str(root), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is False
-    assert [set(v) for v in report["violations"]] == [{"code", "location", "message", "hint"}]
+    assert [set(v) for v in report["violations"]] == [
+        {"code", "location", "message", "hint", "kind"}
+    ]
     assert report["violations"][0]["code"] == mutation.code
+    assert report["violations"][0]["kind"] == "violation"
     assert report["violations"][0]["location"] == mutation.location
+
+
+def test_an_unsupported_feature_is_reported_as_such(tmp_path, capsys):
+    """A valid package needing a feature this runtime lacks is refused with kind
+    `unsupported`, not as a broken rule."""
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    path = root / "inference_metadata.yaml"
+    text = path.read_text()
+    assert "\ngeneration:\n  defaults:\n" in text
+    path.write_text(text.replace("\n  defaults:\n", "\n  defaults:\n    num_beams: 4\n", 1))
+    assert main(["validate", str(root), "--json"]) == 1
+    (violation,) = json.loads(capsys.readouterr().out)["violations"]
+    assert violation["code"] == "H93" and violation["kind"] == "unsupported"
+    assert violation["location"] == "generation.defaults.num_beams"
+    assert main(["validate", str(root)]) == 1
+    assert "(unsupported here)" in capsys.readouterr().out
 
 
 def test_missing_path_exits_2(tmp_path, capsys):

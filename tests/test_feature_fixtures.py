@@ -305,14 +305,12 @@ def test_inner_setup_runs_once_per_outer_pass(executor):
 def test_optional_input_read_outside_its_presence_case_is_refused(tmp_path):
     def read_in_false_case(doc):
         branch = doc["pipeline"]["workflow"]["steps"][1]
-        branch["cases"]["false"] = [
-            {
-                "kind": "invoke",
-                "component": "add",
-                "inputs": {"a": "combined", "b": "offset"},
-                "outputs": {"c": "without_offset"},
-            }
-        ]
+        branch["cases"]["false"] = {
+            "kind": "invoke",
+            "component": "add",
+            "inputs": {"a": "combined", "b": "offset"},
+            "outputs": {"c": "without_offset"},
+        }
 
     with pytest.raises(PackageError) as err:
         load_package(_copy_with(tmp_path, "broadcast_and_presence", read_in_false_case))

@@ -217,3 +217,58 @@ def test_greedy_output_is_not_degenerate(name):
     assert len(set(tokens)) >= len(tokens) // 3, rows
     assert len({row[0] for row in rows}) >= 3, rows
     assert any(len(set(row)) >= 4 for row in rows), rows
+
+
+# ------------------------------------------------------------------ the model.io and lowered copies
+
+
+def test_model_io_decoder_uses_only_upstream_keys():
+    """Its end and pad ids are tokenizer special tokens (upstream ModelCapabilities has no eos or
+    pad field); the model section holds upstream fields only; the graph is the folder's one
+    ONNX file (no `model.artifact`)."""
+    import dataclasses
+
+    import yaml
+
+    from reference_runtime.package.model import ModelFacts
+
+    folder = _folder("model_io_decoder")
+    assert sorted(p.name for p in folder.iterdir()) == ["inference_metadata.yaml", "model.onnx"]
+    document = yaml.safe_load((folder / "inference_metadata.yaml").read_text())
+    upstream = {f.name for f in dataclasses.fields(ModelFacts)}
+    assert set(document["model"]) <= upstream
+    special = document["package"]["tokenizer"]["special_tokens"]
+    config = load_config(_folder("genai_decoder"))
+    assert {special["eos"]["id"]} == end_ids(config)
+    assert special["pad"]["id"] == config["model"]["pad_token_id"]
+    assert (folder / "model.onnx").read_bytes() == (
+        _folder("genai_decoder") / "model.onnx"
+    ).read_bytes()
+
+
+def test_lowered_decoder_is_the_lowered_model_io_decoder():
+    import yaml
+
+    from reference_runtime.lowering import lower
+
+    stored = yaml.safe_load((_folder("lowered_decoder") / "inference_metadata.yaml").read_text())
+    assert stored == yaml.safe_load(lower(_folder("model_io_decoder")))
+    assert "io" not in stored["model"]  # a workflow document never carries model.io
+    assert (_folder("lowered_decoder") / "model.onnx").read_bytes() == (
+        _folder("model_io_decoder") / "model.onnx"
+    ).read_bytes()
+
+
+def test_lowered_decoder_runs_as_an_authored_package_with_the_same_tokens():
+    from reference_runtime import Engine
+
+    rows = [[59, 13, 7, 44, 6, 16], [9], [10, 11, 12]]  # the first ends on the end token
+    authored = Engine.from_dir(_folder("lowered_decoder"))
+    lowered = Engine.from_dir(_folder("model_io_decoder"))
+    assert (authored.provenance, lowered.provenance) == ("authored", "lowered")
+    a, b = (
+        authored.run(prompt=rows, max_new_tokens=MAX_NEW),
+        lowered.run(prompt=rows, max_new_tokens=MAX_NEW),
+    )
+    assert a.tokens == b.tokens == numpy_greedy(_folder("genai_decoder"), rows, MAX_NEW)
+    assert a.finish_reasons == b.finish_reasons and "stop" in a.finish_reasons

@@ -10,10 +10,12 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from fixtures import package_path
 from reference_runtime import Engine, PackageError
 from reference_runtime.errors import RunError
+from reference_runtime.lowering import lower
 from tests.genai_oracle import genai_greedy
 
 GENAI = ["genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos"]
@@ -64,9 +66,7 @@ def test_greedy_tokens_equal_onnxruntime_genai(name, executor, seed, engines):
     assert solo == want
     batched = engine.run(prompt=rows, max_new_tokens=8)  # rows of different lengths
     assert batched.tokens == want
-    eos = set(engine.package.metadata.workflow.components["policy"].contract.parameters[
-        "eos_token_ids"
-    ])  # fmt: skip
+    eos = set(engine.package.metadata.workflow.inputs["package.eos_token_ids"].default)
     for tokens, reason in zip(batched.tokens, batched.finish_reasons, strict=True):
         assert reason == ("stop" if tokens[-1] in eos and len(tokens) <= 8 else "length")
 
@@ -153,6 +153,23 @@ def test_context_length_ends_rows(engines):
     assert len(result.tokens[0]) == 2 and result.finish_reasons == ["context_length"]
 
 
+def test_the_cache_may_outgrow_the_context_in_a_padded_batch(engines):
+    """A row that ends at the context length leaves the batch's padded cache growing for the
+    other rows: the KV cells' `max` is the prefill's capacity (padded prompt + max_new_tokens),
+    not the context length."""
+    engine = engines("genai_decoder_multi_eos", "ort")  # context 48
+    long, short = list(range(4, 50)), [5, 6]
+    result = engine.run(prompt=[long, short], max_new_tokens=10, stop_on_eos=False)
+    assert result.finish_reasons == ["context_length", "length"]
+    assert len(long) + len(result.tokens[1]) > 48  # the padded cache axis outgrew the context
+    solo = engine.run(prompt=[short], max_new_tokens=10, stop_on_eos=False).tokens[0]
+    assert result.tokens[1] == solo
+    workflow = engine.package.metadata.workflow
+    assert {c.recurrence.max for n, c in workflow.state.items() if n.startswith("kv_")} == {
+        "prefill.capacity"
+    }
+
+
 def test_a_text_prompt_without_a_tokenizer_is_refused(engines):
     engine = engines("genai_decoder", "ort")
     with pytest.raises(RunError) as caught:
@@ -207,16 +224,76 @@ def test_cli_run_gives_onnxruntime_genai_tokens(name, capsys):
 
 
 def test_model_io_generation_defaults_are_carried_and_honoured(tmp_path):
-    import yaml
-
     root = tmp_path / "pkg"
     shutil.copytree(package_path("model_io_decoder"), root)
     document = yaml.safe_load((root / "inference_metadata.yaml").read_text())
-    document["generation"] = {"defaults": {"max_output_tokens": 3}}
+    engine = Engine.from_dir(package_path("model_io_decoder"))
+    free = engine.run(prompt=[[5, 6, 7]], max_new_tokens=4).tokens[0]
+    assert len(free) == 4  # no end token early: the bound below is what stops the row
+    # max_length bounds prompt plus generated tokens when the request does not say
+    document["generation"] = {"defaults": {"max_length": 6}}
     (root / "inference_metadata.yaml").write_text(yaml.safe_dump(document))
     engine = Engine.from_dir(root)
-    assert len(engine.run(prompt=[[5, 6, 7]]).tokens[0]) == 3
-    document["generation"] = {"defaults": {"max_output_tokens": -1}}  # still validated
+    assert engine.run(prompt=[[5, 6, 7]]).tokens[0] == free[:3]
+    assert engine.run(prompt=[[5, 6, 7]], max_new_tokens=4).tokens[0] == free
+    document["generation"] = {"defaults": {"max_length": -1}}  # still validated
     (root / "inference_metadata.yaml").write_text(yaml.safe_dump(document))
-    with pytest.raises(PackageError):
+    with pytest.raises(PackageError) as caught:
         Engine.from_dir(root)
+    assert caught.value.codes == ["A05"]
+
+
+def _lowered(root) -> dict:
+    return yaml.safe_load(lower(root))
+
+
+def test_search_defaults_become_upstream_generation_defaults():
+    """Only upstream GenerationDefaults fields are written; random_seed has none and becomes the
+    seed input's default."""
+    config = json.loads((package_path("genai_decoder") / "genai_config.json").read_text())
+    document = _lowered(package_path("genai_decoder"))
+    defaults = document["generation"]["defaults"]
+    search = config["search"]
+    assert defaults == {k: search[k] for k in ("max_length", "do_sample", "temperature",
+                                               "top_k", "top_p")}  # fmt: skip
+    inputs = document["pipeline"]["workflow"]["inputs"]
+    assert inputs["request.seed"]["default"] == 0
+    assert inputs["request.max_new_tokens"]["default"] == config["model"]["context_length"]
+
+
+def _edited_genai(tmp_path, edit):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("genai_decoder"), root)
+    config = json.loads((root / "genai_config.json").read_text())
+    edit(config)
+    (root / "genai_config.json").write_text(json.dumps(config))
+    return root
+
+
+def test_random_seed_is_the_seed_default_and_do_sample_samples(tmp_path):
+    def edit(config):
+        config["search"].update(do_sample=True, temperature=1.5, top_k=20, random_seed=7)
+
+    root = _edited_genai(tmp_path, edit)
+    assert _lowered(root)["pipeline"]["workflow"]["inputs"]["request.seed"]["default"] == 7
+    engine = Engine.from_dir(root)
+    plain = Engine.from_dir(package_path("genai_decoder"))  # do_sample: false
+    rows = prompts(3, 96)
+    sampled = engine.run(prompt=rows, max_new_tokens=10).tokens  # the package samples
+    assert sampled == engine.run(prompt=rows, max_new_tokens=10, seed=7).tokens
+    assert sampled != engine.run(prompt=rows, max_new_tokens=10, seed=8).tokens
+    greedy = plain.run(prompt=rows, max_new_tokens=10).tokens
+    assert sampled != greedy
+    assert engine.run(prompt=rows, max_new_tokens=10, greedy=True).tokens == greedy
+    # the package's settings equal the same ones given by a request
+    explicit = plain.run(prompt=rows, max_new_tokens=10, seed=7, temperature=1.5, top_k=20)
+    assert sampled == explicit.tokens
+
+
+def test_search_max_length_bounds_the_total_length(tmp_path):
+    root = _edited_genai(tmp_path, lambda c: c["search"].update(max_length=7))
+    free = Engine.from_dir(package_path("genai_decoder")).run(
+        prompt=[[10, 11, 12]], max_new_tokens=4, stop_on_eos=False
+    )
+    result = Engine.from_dir(root).run(prompt=[[10, 11, 12]], stop_on_eos=False)
+    assert result.tokens == free.tokens and result.finish_reasons == ["length"]

@@ -250,6 +250,38 @@ def test_defaults_broadcast_to_the_batch(tmp_path):
     np.testing.assert_allclose(sampled.outputs["t"], [0.7])
     fallback = engine.run(prompt=[[1, 2]], greedy=False)
     np.testing.assert_allclose(fallback.outputs["t"], [1.0])  # the input's default
+    # a sampling keyword alone asks for sampling
+    asked = engine.run(prompt=[[1, 2]], temperature=0.3)
+    np.testing.assert_allclose(asked.outputs["t"], [0.3])
+
+
+def test_package_search_defaults_are_authoritative(tmp_path):
+    """generation.defaults (upstream's fields) decide when the caller is silent: do_sample picks
+    sampling, temperature feeds the sampling role, max_length bounds the final length."""
+    vec = rows("float32")
+    wf = {
+        "inputs": {
+            "request.input_ids": request_input(rows("int64", "sequence"), "prompt_tokens"),
+            "request.temperature": request_input(vec, "sampling_temperature", required=False,
+                                                 default=1.0),
+            "request.max": request_input(S1, "max_output_tokens", required=False, default=4),
+        },
+        "outputs": {"t": out(vec), "max": out(S1)},
+        "steps": [emit("request.temperature", "t"), emit("request.max", "max")],
+    }  # fmt: skip
+    sampling = {"generation": {"defaults": {"do_sample": True, "temperature": 0.6,
+                                            "max_length": 10}}}  # fmt: skip
+    engine = Engine.from_dir(package(tmp_path / "s", wf, {}, **sampling))
+    result = engine.run(prompt=[[1, 2, 3]])
+    np.testing.assert_allclose(result.outputs["t"], [0.6])
+    assert int(result.outputs["max"][0]) == 7  # max_length 10 minus the 3 prompt tokens
+    assert float(engine.run(prompt=[[1]], greedy=True).outputs["t"][0]) == 0.0
+    assert int(engine.run(prompt=[[1] * 12]).outputs["max"][0]) == 0  # never negative
+    greedy = {"generation": {"defaults": {"do_sample": False, "temperature": 0.6}}}
+    engine = Engine.from_dir(package(tmp_path / "g", wf, {}, **greedy))
+    result = engine.run(prompt=[[1, 2, 3]])
+    assert float(result.outputs["t"][0]) == 0.0  # do_sample false: greedy despite temperature
+    assert int(result.outputs["max"][0]) == 4  # no max_length: the input's default
 
 
 def test_application_alias_and_dtype_from_contract(tmp_path):
@@ -267,7 +299,7 @@ def test_application_alias_and_dtype_from_contract(tmp_path):
         ({"prompt": [[1]], "inputs": {"extra": [1], "extra_alias": [2]}}, "H75", "twice"),
         ({"prompt": [[1], [1, 2]]}, "H75", "different lengths"),
         ({"prompt": [[1]], "seed": 3}, "H75", "no input for 'seed'"),
-        ({"prompt": [[1]], "temperature": 0.5}, "H75", "greedy"),
+        ({"prompt": [[1]], "greedy": True, "temperature": 0.5}, "H75", "greedy"),
         ({"prompt": "hello"}, "H75", "text prompt"),
         ({"prompt": [[1], [2]], "inputs": {"extra": [1, 2, 3]}}, "H84", "symbol 'batch'"),
         ({"prompt": [[1]], "inputs": {"extra": np.array([1], np.int32)}}, "H75", "int32"),
@@ -289,7 +321,7 @@ def test_generation_overrides_bound_requests(tmp_path):
         "outputs": {"max": out(S1)},
         "steps": [emit("request.max", "max")],
     }
-    top = {"generation": {"defaults": {"max_output_tokens": 5},
+    top = {"generation": {"defaults": {"max_length": 5},
                           "overrides": {"max_output_tokens": {"input": "request.max",
                                                               "constraint": {"maximum": 8}}}}}  # fmt: skip
     engine = Engine.from_dir(package(tmp_path / "o", wf, {}, **top))

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fixtures import package_path
 from reference_runtime.errors import PackageError, UsageError
@@ -72,19 +73,19 @@ def test_duplicate_yaml_key_is_a76_at_the_key_with_both_lines(tmp_path):
     root = copy_base(tmp_path)
     path = root / YAML
     text = path.read_text()
-    original = "model:\n  name: kv-decoder\n"
+    original = "model:\n  max_sequence_length: 64\n"
     assert original in text
-    text = text.replace(original, original + "  name: kv-decoder\n")
+    text = text.replace(original, original + "  max_sequence_length: 64\n")
     path.write_text(text)
     lines = text.splitlines()
-    first = lines.index("  name: kv-decoder") + 1
+    first = lines.index("  max_sequence_length: 64") + 1
     second = first + 1
 
     violations = validate_package(root)
 
     assert codes(violations) == ["A76"], violations
     (v,) = violations
-    assert v.location == "model.name"
+    assert v.location == "model.max_sequence_length"
     assert f"lines {first} and {second}" in v.message
     assert v.hint
 
@@ -371,9 +372,12 @@ def plant_two(root: Path) -> None:
     document order."""
     path = root / YAML
     text = path.read_text()
-    assert text.startswith("schema_version: v1\n")
-    text = text.replace("schema_version: v1\n", "schema_version: v9\n", 1)
-    text = text.replace("model:\n  name: kv-decoder\n", "model:\n  name: kv-decoder\n  bogus: 1\n")
+    original = "      role: tokens\n"
+    assert original in text
+    text = text.replace(original, "      role: bogus\n", 1)
+    original = "  chat:\n    kind: generation\n"
+    assert original in text
+    text = text.replace(original, original + "    bogus: 1\n")
     path.write_text(text)
 
 
@@ -382,8 +386,8 @@ def test_violations_come_back_in_document_order(tmp_path):
     plant_two(root)
     violations = validate_package(root)
     assert [(v.code, v.location) for v in violations] == [
-        ("A04", "schema_version"),
-        ("A01", "model.bogus"),
+        ("A04", "pipeline.workflow.outputs.tokens.role"),
+        ("A01", "profiles.chat.bogus"),
     ]
 
 
@@ -465,10 +469,60 @@ def test_a_list_or_mapping_where_a_vocabulary_word_is_expected_is_a04(tmp_path, 
     # hash it (TypeError: unhashable type).
     root = copy_base(tmp_path)
     path = root / YAML
-    path.write_text(path.read_text().replace("schema_version: v1\n", f"schema_version: {value}\n"))
+    text = path.read_text().replace("      role: tokens\n", f"      role: {value}\n", 1)
+    path.write_text(text)
     violations = validate_package(root)
     assert codes(violations) == ["A04"], violations
+    assert violations[0].location == "pipeline.workflow.outputs.tokens.role"
+
+
+@pytest.mark.parametrize("value", ["[v1]", "{v: 1}", "3"])
+def test_a_schema_version_that_is_not_a_string_is_a05(tmp_path, value):
+    root = copy_base(tmp_path)
+    path = root / YAML
+    path.write_text(path.read_text().replace("schema_version: v1\n", f"schema_version: {value}\n"))
+    violations = validate_package(root)
+    assert codes(violations) == ["A05"], violations
     assert violations[0].location == "schema_version"
+
+
+@pytest.mark.parametrize("value", ["v1", "'1.0'", "v1.0", "'1'"])
+def test_the_implemented_revision_is_read(tmp_path, value):
+    root = copy_base(tmp_path)
+    path = root / YAML
+    path.write_text(path.read_text().replace("schema_version: v1\n", f"schema_version: {value}\n"))
+    assert validate_package(root) == []
+
+
+def test_an_absent_schema_version_is_the_implemented_revision(tmp_path):
+    root = copy_base(tmp_path)
+    path = root / YAML
+    path.write_text(path.read_text().replace("schema_version: v1\n", ""))
+    assert validate_package(root) == []
+
+
+@pytest.mark.parametrize("value", ["v1.2", "v1.6", "'1.1'", "v2", "'2.0'", "v0.9"])
+def test_another_revision_is_refused_never_misread(tmp_path, value):
+    """A document of another revision (onnx-genai 0.1.0.dev6 writes v1.2 ... v1.6, where
+    `rank` gave way to `shape`) is refused once, naming what this runtime reads, and is not
+    validated as this revision (which would bury the cause under unrelated violations)."""
+    root = copy_base(tmp_path)
+    path = root / YAML
+    text = path.read_text().replace("schema_version: v1\n", f"schema_version: {value}\n")
+    text = text.replace("          rank: 1\n", "", 1)  # a later revision's contract: no rank
+    path.write_text(text)
+    violations = validate_package(root)
+    assert codes(violations) == ["A94"], violations
+    (v,) = violations
+    assert v.location == "schema_version"
+    assert "v1" in v.message and "'1.0'" in v.message and "revision" in v.message
+
+
+def test_a_schema_version_that_is_no_version_is_a04(tmp_path):
+    root = copy_base(tmp_path)
+    path = root / YAML
+    path.write_text(path.read_text().replace("schema_version: v1\n", "schema_version: banana\n"))
+    assert codes(validate_package(root)) == ["A04"]
 
 
 def test_an_unreadable_metadata_file_is_a77(tmp_path, monkeypatch):
@@ -502,4 +556,24 @@ def test_selection_shape_unlike_rank_is_b07_not_a_crash(tmp_path):
     doc = json.loads(metadata.read_text())
     del doc["pipeline"]["workflow"]["inputs"]["request.adapter_segments"]["contract"]["shape"][0]
     metadata.write_text(json.dumps(doc))
-    assert {v.code for v in validate_package(root)} == {"B07"}
+    # B07 for the shape unlike the rank; G65 because a selection input must be [batch, 2]
+    assert {v.code for v in validate_package(root)} == {"B07", "G65"}
+
+
+def test_a_list_of_steps_as_a_branch_case_is_one_clear_violation(tmp_path):
+    """Upstream's branch arms are single steps; the old list form gets one violation per arm
+    saying so, with the fix (a sequence step)."""
+    root = tmp_path / "br"
+    shutil.copytree(package_path("branching"), root)
+    path = root / YAML
+    doc = yaml.safe_load(path.read_text())
+    branch = doc["pipeline"]["workflow"]["steps"][1]
+    branch["cases"]["0"] = [branch["cases"]["0"]]
+    branch["default"] = [branch["default"]]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    violations = validate_package(root)
+    assert [(v.code, v.location) for v in violations] == [
+        ("A05", 'pipeline.workflow.steps[1].cases["0"]'),
+        ("A05", "pipeline.workflow.steps[1].default"),
+    ]
+    assert all("one step" in v.message and "sequence" in v.hint for v in violations)

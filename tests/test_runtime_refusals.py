@@ -26,7 +26,7 @@ def emit_package(tmp_path):
 
 
 def out_rows():
-    return {"contract": TOKENS, "role": "tokens"}
+    return {"contract": TOKENS, "role": "tokens", "stage": "pre_adapter"}
 
 
 def test_per_row_emit_cuts_and_guards_rows(tmp_path):

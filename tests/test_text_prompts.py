@@ -13,7 +13,7 @@ def echo_package(tmp_path, with_tokenizer: bool = True):
     ids = rows("int64", "sequence")
     wf = {
         "inputs": {"request.input_ids": request_input(ids, "prompt_tokens")},
-        "outputs": {"tokens": {"contract": ids, "role": "tokens"}},
+        "outputs": {"tokens": {"contract": ids, "role": "tokens", "stage": "pre_adapter"}},
         "steps": [emit("request.input_ids", "tokens")],
     }
     top = {}

@@ -106,8 +106,8 @@ def package_features(document: dict) -> tuple[str, ...]:
             visit(step.get("setup"))
             visit(step.get("steps"))
             for case in (step.get("cases") or {}).values():
-                visit(case)
-            visit(step.get("default"))
+                visit([case])
+            visit([step.get("default")])
 
     visit(workflow.get("steps"))
     state = workflow.get("state") or {}

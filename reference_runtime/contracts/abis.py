@@ -17,6 +17,8 @@ class AdapterAbi:
     version: str
     # action -> contract binding roles it requires; empty mapping = the ABI takes no action
     actions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # action -> the roles among them that are output ports (the others are input ports)
+    action_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the preprocess ABIs run a declared program and read their input from port `encoded`
     program: str | None = None
     capability: str | None = None
@@ -37,18 +39,25 @@ ADAPTER_ABIS: dict[str, AdapterAbi] = {
                 "lookahead": GRAMMAR_INPUTS + GRAMMAR_OUTPUTS,
                 "commit": GRAMMAR_INPUTS + ("next_state", "consumed_length"),
             },
+            action_outputs={
+                "clone": ("next_state",),
+                "lookahead": GRAMMAR_OUTPUTS,
+                "commit": ("next_state", "consumed_length"),
+            },
             capability="grammar_guidance_adapter",
         ),
         AdapterAbi(
             "onnx-genai.telemetry",
             "1",
             actions={"start": ("timestamp",), "elapsed": ("timestamp", "duration_ms")},
+            action_outputs={"start": ("timestamp",), "elapsed": ("duration_ms",)},
             capability="telemetry_adapter",
         ),
         AdapterAbi(
             "onnx-genai.parameter-overlay",
             "1",
             actions={"apply": ("input", "output")},
+            action_outputs={"apply": ("output",)},
             capability="parameter_adapters",
         ),
         AdapterAbi("onnx-genai.image-preprocess", "1", program="image"),

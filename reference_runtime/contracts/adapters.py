@@ -6,29 +6,18 @@ mapped to the ABI's roles through the component's ``contract.bindings``.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import time
-import wave
 from collections import OrderedDict
 
 import numpy as np
 
 from ..counters import Counters
 from ..errors import ReferenceRuntimeError, RunError
-from ..package.model import (
-    ConvertOp,
-    DecodeOp,
-    LayoutOp,
-    MixdownOp,
-    NormalizeOp,
-    PublishOp,
-    ResampleOp,
-    RescaleOp,
-    ResizeOp,
-)
+from ..package.visit import invocations
 from .abis import TEXT_ASSEMBLY
+from .preprocess import ProgramError, run_program
 
 _EPOCH_NS = time.monotonic_ns()
 
@@ -180,32 +169,33 @@ class AdapterWeightsStore:
         return factors
 
     def _load(self, alias, artifact) -> dict:
-        """target id -> (A [rank, in], B [out, rank], scaling)."""
+        """target id -> (A [rank, in], B [out, rank], scaling); a binding's own rank and alpha
+        override the artifact's."""
         targets = {t.id: t for t in self.adapters.target_manifest.targets}
-        weights = artifact.weights[0]
+        weights = next(w for w in artifact.weights if w.format != "ort_genai")
         path = self.package.root / weights.location
-        scaling = (
-            artifact.alpha / artifact.rank if weights.scale_encoding == "alpha_over_rank" else 1.0
-        )
         out = {}
+
+        def scaling(binding) -> tuple[int, float]:
+            rank = binding.rank if binding.rank is not None else artifact.rank
+            alpha = binding.alpha if binding.alpha is not None else artifact.alpha
+            return rank, (alpha / rank if weights.scale_encoding == "alpha_over_rank" else 1.0)
+
         if weights.format == "json":
             data = json.loads(path.read_text())["targets"]
             for binding in artifact.bindings:
                 t = targets[binding.target]
+                rank, factor = scaling(binding)
                 entry = data[binding.weight_key]
-                a = np.asarray(entry["a"], dtype=np.float32).reshape(
-                    artifact.rank, t.input_features
-                )
-                b = np.asarray(entry["b"], dtype=np.float32).reshape(
-                    t.output_features, artifact.rank
-                )
-                out[binding.target] = (a, b, scaling)
+                a = np.asarray(entry["a"], dtype=np.float32).reshape(rank, t.input_features)
+                b = np.asarray(entry["b"], dtype=np.float32).reshape(t.output_features, rank)
+                out[binding.target] = (a, b, factor)
         elif weights.format in ("hf_peft", "safetensors"):
             tensors = read_safetensors(path.read_bytes())
             for binding in artifact.bindings:
                 a = next(v for k, v in tensors.items() if binding.weight_key in k and "lora_A" in k)
                 b = next(v for k, v in tensors.items() if binding.weight_key in k and "lora_B" in k)
-                out[binding.target] = (a, b, scaling)
+                out[binding.target] = (a, b, scaling(binding)[1])
         else:
             raise ReferenceRuntimeError(
                 f"adapter {alias!r}: weights format {weights.format!r} is not readable here",
@@ -298,7 +288,13 @@ class ParameterOverlay(_AdapterSession):
     def __init__(self, component, comp, store: AdapterWeightsStore):
         super().__init__(component, comp)
         self.store = store
-        self.target = self.parameters.get("parameter")
+        # the target whose parameter (initializer) of `component` this overlay adapts
+        component, initializer = self.parameters.get("component"), self.parameters.get("parameter")
+        self.target = next(
+            t
+            for t in store.adapters.target_manifest.targets
+            if t.component == component and t.initializer == initializer
+        )
         self.selection: AdapterSelection | None = None
 
     def run(self, inputs, outputs):
@@ -310,13 +306,13 @@ class ParameterOverlay(_AdapterSession):
             raise self.error(
                 "the request's adapter selection does not cover the input's rows", "G87"
             )
-        target = next(t for t in self.store.adapters.target_manifest.targets if t.id == self.target)
+        target = self.target
         y = np.zeros((x.shape[0], target.output_features), dtype=np.float32)
         if target.input_features == target.output_features:
             y += x
         for r, row in enumerate(selection.rows):
             for index, scale in row:
-                a, b, scaling = self.store.get(index)[self.target]
+                a, b, scaling = self.store.get(index)[target.id]
                 y[r] += np.float32(scale * scaling) * (b @ (a @ x[r]))
         return {port: y for port in outputs}
 
@@ -325,86 +321,33 @@ class ParameterOverlay(_AdapterSession):
 
 
 class Preprocess(_AdapterSession):
-    def __init__(self, component, comp, program):
+    """Runs the package's declared program on the bytes of input port ``encoded``; the
+    invocation's outputs are the program's output bindings (see ``preprocess.py``)."""
+
+    def __init__(self, component, comp, kind: str, program, port_values: dict[str, str]):
         super().__init__(component, comp)
+        self.kind = kind
         self.program = program
+        self.port_values = port_values  # output port -> workflow value (its one invocation)
 
     def run(self, inputs, outputs):
         encoded = inputs.get("encoded")
         if encoded is None or encoded.dtype != np.uint8 or encoded.ndim != 1:
             raise self.error("input port 'encoded' must be uint8 of rank 1")
-        current = None
-        published: dict[str, np.ndarray] = {}
-        for op in self.program.operations:
-            try:
-                current = self.apply(op, current, encoded.tobytes())
-            except RunError:
-                raise
-            except Exception as exc:
-                raise self.error(f"operation {op.kind!r} failed: {exc}") from exc
-            if isinstance(op, PublishOp):
-                contract = self.program.outputs[op.output].contract
-                array = np.asarray(current)
-                while array.ndim < contract.rank:
-                    array = array[None]
-                published[op.output] = array.astype(np.dtype(_np_name(contract.dtype)))
-        missing = [p for p in outputs if p not in published]
-        if missing:
-            raise self.error(f"the program publishes no {', '.join(missing)}")
-        return {port: published[port] for port in outputs}
-
-    def apply(self, op, current, data: bytes):
-        from PIL import Image
-
-        if isinstance(op, DecodeOp):
-            if op.format == "png":
-                image = Image.open(io.BytesIO(data))
-                image.load()
-                return image
-            with wave.open(io.BytesIO(data)) as reader:
-                if reader.getsampwidth() != 2:
-                    raise ValueError("only 16-bit PCM WAV is supported")
-                frames = reader.readframes(reader.getnframes())
-                channels = reader.getnchannels()
-                self.rate = reader.getframerate()
-            samples = np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0
-            return samples.reshape(-1, channels).T
-        if isinstance(op, ConvertOp):
-            return current.convert("RGB" if op.mode == "rgb" else "L")
-        if isinstance(op, ResizeOp):
-            modes = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
-            return current.resize((op.width, op.height), modes[op.interpolation])
-        if isinstance(op, ResampleOp):
-            source = getattr(self, "rate", op.sample_rate_hz)
-            n = max(1, round(current.shape[-1] * op.sample_rate_hz / source))
-            grid = np.linspace(0, current.shape[-1] - 1, n)
-            self.rate = op.sample_rate_hz
-            return np.stack([np.interp(grid, np.arange(current.shape[-1]), ch) for ch in current])
-        if isinstance(op, MixdownOp):
-            mono = current.mean(axis=0, keepdims=True)
-            return np.repeat(mono, op.channels, axis=0)
-        array = np.asarray(current, dtype=np.float32)
-        if isinstance(op, RescaleOp):
-            return array * np.float32(op.factor)
-        if isinstance(op, NormalizeOp):
-            mean = np.asarray(op.mean, dtype=np.float32)
-            std = np.asarray(op.std, dtype=np.float32)
-            return (array - mean) / std
-        if isinstance(op, LayoutOp):
-            if op.layout == "chw" and array.ndim == 3:
-                return np.transpose(array, (2, 0, 1))
-            if op.layout == "chw" and array.ndim == 2:
-                return array[None]
-            return array
-        if isinstance(op, PublishOp):
-            return current
-        raise ValueError(f"unknown operation {op.kind}")
-
-
-def _np_name(dtype: str) -> str:
-    from ..workflow.tensors import numpy_dtype
-
-    return numpy_dtype(dtype).name
+        try:
+            published = run_program(self.kind, self.program, encoded.tobytes())
+        except ProgramError as exc:
+            raise self.error(f"the {self.kind} program failed: {exc}") from exc
+        by_port = {}
+        for port in outputs:
+            value_name = self.port_values.get(port, port)
+            if value_name not in published:
+                raise self.error(
+                    f"output port {port!r} is bound to {value_name!r}, which the "
+                    f"{self.kind} program does not produce"
+                )
+            by_port[port] = published[value_name]
+        return by_port
 
 
 class TextAssembly(_AdapterSession):
@@ -425,7 +368,9 @@ def build_adapter_session(package, name: str, comp, counters: Counters):
         return ParameterOverlay(name, comp, AdapterWeightsStore(package, counters))
     if abi in ("onnx-genai.image-preprocess", "onnx-genai.audio-preprocess"):
         kind = "image" if abi.endswith("image-preprocess") else "audio"
-        return Preprocess(name, comp, getattr(package.metadata.preprocessing, kind))
+        program = getattr(package.metadata.preprocessing, kind)
+        invoke = next(iter(invocations(package.metadata.workflow.steps, name)), None)
+        return Preprocess(name, comp, kind, program, dict(invoke.outputs) if invoke else {})
     if abi == TEXT_ASSEMBLY:
         return TextAssembly(name, comp)
     raise ReferenceRuntimeError(f"no executor for adapter ABI {abi!r}", code="C18")

@@ -8,14 +8,21 @@
   sits this step out, and its new position is masked);
 - ``attention_mask`` int64 ``[batch, past]`` (optional: absent at prefill): 1 where the past KV
   holds a real token;
-- the graph's past-KV inputs (optional: absent at prefill, where they start empty).
+- ``max_new_tokens`` int64 ``[1]`` (optional): the request's token bound, read only to report
+  ``capacity``;
+- every other input port is a past-KV input of the graph under the same name (optional: absent
+  at prefill, where it starts empty); the KV input ports pair up, in declaration order, with
+  the output ports that are not the contract's own (the graph's present-KV outputs).
 
 It lays the tokens out as the graph expects (``padding: left`` or ``right``, filled with
 ``pad_token_id``), derives the attention mask and the position ids (the count of real tokens
 before each position), runs the graph beneath it through the ordinary component seam (ONNX
 Runtime or the native executor: whichever the engine was built with), and returns ``logits`` at
 each row's last valid position ``[batch, vocab]``, the extended ``attention_mask``,
-``sequence_lengths`` (real tokens per row) and the graph's present-KV outputs.
+``sequence_lengths`` (real tokens per row), ``capacity`` int64 ``[1]`` (the cache extent this
+request can reach: the mask's width plus ``max_new_tokens``) and the graph's present-KV outputs.
+Its parameters are scalars: the graph (``artifact``), the graph's token, logits, mask and
+position names, ``padding`` and ``pad_token_id``.
 
 ``onnx-genai.token-policy@1`` selects the next token per row and decides whether the row stops:
 greedy (``temperature`` 0 or ``top_k`` 1; ties go to the lowest id) or seeded sampling
@@ -23,7 +30,8 @@ greedy (``temperature`` 0 or ``top_k`` 1; ties go to the lowest id) or seeded sa
 position ``n`` depends only on ``(seed[r], n)``, so it is reproducible and independent of the
 batch). A row stops with ``stop`` on an end id (when the request stops on end ids),
 ``length`` at ``max_new_tokens`` (or the search ``max_length`` bound on prompt plus generated
-tokens) and ``context_length`` when the model's context is full.
+tokens) and ``context_length`` when the model's context is full. The end ids are the optional
+input port ``eos_token_ids`` (int64 ``[n]``); without it no token ends a row.
 """
 
 from __future__ import annotations
@@ -40,9 +48,20 @@ FINISH_CODES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_CONTEXT: "c
 
 DECODE_PARAMETERS = {
     "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
-    "kv_inputs", "kv_outputs", "padding", "pad_token_id",
+    "padding", "pad_token_id",
 }  # fmt: skip
-POLICY_PARAMETERS = {"eos_token_ids", "context_length", "max_length", "pad_token_id"}
+POLICY_PARAMETERS = {"context_length", "max_length", "pad_token_id"}
+# The decode contract's own ports; every other port of the component is a graph KV port.
+DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
+DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")
+
+
+def kv_ports(ports) -> tuple[list[str], list[str]]:
+    """The past-KV input ports and present-KV output ports of a decode component (the ports
+    that are not the contract's own), each in declaration order: they pair up positionally."""
+    inputs = [p for p in (ports.inputs if ports else ()) if p not in DECODE_INPUT_PORTS]
+    outputs = [p for p in (ports.outputs if ports else ()) if p not in DECODE_OUTPUT_PORTS]
+    return inputs, outputs
 
 
 class AutoregressiveDecode:
@@ -50,7 +69,9 @@ class AutoregressiveDecode:
 
     contract = "onnx-genai.autoregressive-decode"
 
-    def __init__(self, component: str, parameters: dict, graph, templates: dict, counters):
+    def __init__(
+        self, component: str, parameters: dict, kv: tuple, graph, templates: dict, counters
+    ):
         self.component = component
         self.counters = counters
         # Per conversation session: the tokens its KV holds, that KV and its mask (the last
@@ -66,8 +87,7 @@ class AutoregressiveDecode:
         self.logits_output = p["logits_output"]
         self.mask_input = p["attention_mask_input"] or None
         self.position_input = p["position_ids_input"] or None
-        self.kv_inputs = list(p["kv_inputs"])
-        self.kv_outputs = list(p["kv_outputs"])
+        self.kv_inputs, self.kv_outputs = (list(names) for names in kv)
         self.padding = p["padding"]
         self.pad = int(p["pad_token_id"])
 
@@ -149,6 +169,16 @@ class AutoregressiveDecode:
             "attention_mask": mask,
             "sequence_lengths": mask.sum(axis=1).astype(np.int64),
         }
+        if "capacity" in outputs:
+            limit = inputs.get("max_new_tokens")
+            if limit is None:
+                raise RunError(
+                    "H75",
+                    f"component {self.component!r}: 'capacity' needs the input 'max_new_tokens'",
+                    hint="Bind max_new_tokens wherever capacity is read.",
+                )
+            limit = int(np.asarray(to_host(limit, self.counters)).reshape(-1)[0])
+            out["capacity"] = np.asarray([mask.shape[1] + max(limit, 0)], dtype=np.int64)
         for name in self.kv_outputs:
             out[name] = results[name]
         self._remember(fed, tokens, lengths, out)
@@ -203,7 +233,6 @@ class TokenPolicy:
     def __init__(self, component: str, parameters: dict):
         p = dict(parameters)
         self.component = component
-        self.eos = np.asarray(list(p["eos_token_ids"]), dtype=np.int64)
         self.context_length = int(p["context_length"])
         self.max_length = int(p["max_length"])
         self.pad = int(p["pad_token_id"])
@@ -219,6 +248,8 @@ class TokenPolicy:
         generated = np.asarray(inputs["generated"], dtype=np.int64).reshape(-1)
         lengths = np.asarray(inputs["sequence_lengths"], dtype=np.int64).reshape(-1)
         limit = int(np.asarray(inputs["max_new_tokens"]).reshape(-1)[0])
+        ends = inputs.get("eos_token_ids")
+        eos = np.asarray(ends if ends is not None else (), dtype=np.int64).reshape(-1)
         params = {
             key: np.broadcast_to(np.asarray(inputs[key]).reshape(-1), (batch,))
             for key in ("temperature", "top_k", "top_p", "min_p", "seed")
@@ -228,7 +259,7 @@ class TokenPolicy:
         for r in np.flatnonzero(active):
             token[r] = self._select(logits[r], r, int(generated[r]), params)
             count, total = generated[r] + 1, lengths[r] + 1
-            if self.stop_on_eos and self.eos.size and token[r] in self.eos:
+            if self.stop_on_eos and eos.size and token[r] in eos:
                 finish[r] = FINISH_STOP
             elif count >= limit:
                 finish[r] = FINISH_LENGTH
@@ -330,24 +361,44 @@ def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
     except Exception as exc:  # onnx raises DecodeError, ParseError, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]
-    graph_inputs = [parameters["token_input"], *parameters["kv_inputs"]]
+    for key in ("token_input", "logits_output", "attention_mask_input", "position_ids_input"):
+        if not isinstance(parameters[key], str):
+            found.append((("contract", "parameters", key), f"{key} is not a graph name (string)"))
+    if found:
+        return found
+    graph_inputs = [parameters["token_input"]]
     graph_inputs += [
         parameters[k] for k in ("attention_mask_input", "position_ids_input") if parameters[k]
     ]
     for name in graph_inputs:
         if name not in sig.inputs:
             found.append((("contract", "parameters"), f"the decoder graph has no input {name!r}"))
-    for name in (parameters["logits_output"], *parameters["kv_outputs"]):
+    if parameters["logits_output"] not in sig.outputs:
+        found.append(
+            (
+                ("contract", "parameters"),
+                f"the decoder graph has no output {parameters['logits_output']!r}",
+            )
+        )
+    kv_in, kv_out = kv_ports(ports)
+    for name in kv_in:
+        if name not in sig.inputs:
+            found.append((("ports", "inputs", name), f"the decoder graph has no KV input {name!r}"))
+    for name in kv_out:
         if name not in sig.outputs:
-            found.append((("contract", "parameters"), f"the decoder graph has no output {name!r}"))
-    if len(parameters["kv_inputs"]) != len(parameters["kv_outputs"]):
-        found.append((("contract", "parameters", "kv_outputs"), "kv_inputs and kv_outputs differ"))
-    for name in parameters["kv_inputs"]:
-        if name not in declared_in:
-            found.append((("ports", "inputs"), f"KV input port {name!r} is not declared"))
-    for name in parameters["kv_outputs"]:
-        if name not in declared_out:
-            found.append((("ports", "outputs"), f"KV output port {name!r} is not declared"))
+            found.append(
+                (("ports", "outputs", name), f"the decoder graph has no KV output {name!r}")
+            )
+    if len(kv_in) != len(kv_out):
+        found.append(
+            (
+                ("ports", "outputs"),
+                f"{len(kv_in)} KV input port(s) but {len(kv_out)} KV output port(s); they pair "
+                "up one to one",
+            )
+        )
+    if "capacity" in declared_out and "max_new_tokens" not in declared_in:
+        found.append((("ports", "inputs"), "output 'capacity' needs the input 'max_new_tokens'"))
     return found
 
 
@@ -366,10 +417,11 @@ def build_contract_session(package, name: str, comp, onnx_executor):
         return TokenPolicy(name, parameters)
     path = package.root / str(parameters["artifact"])
     sig = signature(load_model(path), path)
+    kv = kv_ports(comp.ports)
     templates = {}
-    for kv in parameters["kv_inputs"]:
-        value = sig.inputs[kv]
+    for port in kv[0]:
+        value = sig.inputs[port]
         dims = tuple(d if isinstance(d, int) else None for d in value.dims or ())
-        templates[kv] = (dims, numpy_dtype(value.dtype))
+        templates[port] = (dims, numpy_dtype(value.dtype))
     graph = onnx_executor.load(name, path)
-    return AutoregressiveDecode(name, parameters, graph, templates, onnx_executor.counters)
+    return AutoregressiveDecode(name, parameters, kv, graph, templates, onnx_executor.counters)

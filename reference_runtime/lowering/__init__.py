@@ -4,7 +4,9 @@ A legacy ``model.io`` package or an onnxruntime-genai ``genai_config.json`` fold
 workflow of its own. :func:`lower` derives one from the decoder's declared ABI (a pure
 function: the same package gives byte-identical YAML on every run and machine), and the engine
 validates it with the ordinary loader, exactly as if an author had written it. Nothing is ever
-written into the package.
+written into the package. A ``model.io`` document is read through the typed model of the format;
+what cannot be lowered is refused with H91, what this runtime does not implement with H93
+(docs/lowering.md lists both).
 """
 
 from __future__ import annotations

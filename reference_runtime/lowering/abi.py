@@ -1,10 +1,15 @@
 """The declared ABI of a bare decoder, read from legacy ``model.io`` metadata or from an
 onnxruntime-genai ``genai_config.json`` folder, and checked against the decoder graph.
 
-Everything lowering needs is read from what the package declares (names, KV layout, end ids,
-context bound, search defaults); nothing is guessed from a model's name. A key this runtime
-does not know, or a value it cannot honour (beam search, repetition penalty, ...), is refused
-with rule H91, naming the key.
+Everything lowering needs is read from what the package declares (names, KV pairs, end ids,
+context bound, search defaults); nothing is guessed from a model's or a tensor's name.
+
+A ``model.io`` package is a document of the format: it is checked against the published schema
+and read through the typed model (``model`` is open upstream, so keys it does not define are
+accepted and never read). A ``model.io`` field this runtime does not implement (embeddings as
+the sequence input, shared KV, encoder inputs, static caches, ...) is refused with rule H93,
+naming the field; a declared ABI that cannot be lowered (a name the graph lacks, unpaired KV
+names, a genai_config key or value this runtime cannot honour) is refused with rule H91.
 """
 
 from __future__ import annotations
@@ -14,13 +19,61 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..contracts.decoding import DECODE_INPUT_PORTS, DECODE_OUTPUT_PORTS
 from ..errors import PackageError, Violation
 from ..package.artifacts import confine, load_model, signature
+from ..package.docmodel import build
+from ..package.model import Metadata, ModelIO
 from ..package.parse import find_metadata, parse_metadata
 from ..package.rules.catalogue import hint_for
+from ..package.rules.context import DocumentOrder
+from ..package.structure import schema_violations
 
 GENAI_CONFIG = "genai_config.json"
-CARRIED_SECTIONS = ("package", "generation", "hardware_requirements")
+
+# Top-level sections of a model.io document carried into the lowered document as written, so
+# they are validated and honoured exactly like an authored document's.
+CARRIED_SECTIONS = (
+    "required_capabilities", "quantization", "hardware_requirements", "package", "generation",
+)  # fmt: skip
+# Sections that need a workflow of their own: a lowered bare decoder has none to attach them to.
+UNLOWERED_SECTIONS = ("adapters", "preprocessing", "profiles", "speculative")
+# `model` fields (upstream ModelCapabilities) carried into the lowered document: the facts, not
+# the legacy `io` block (a workflow document never carries both).
+MODEL_FACTS = (
+    "attention", "max_sequence_length", "vocab_size", "runtime_configurable",
+    "mixture_of_experts", "sharding",
+)  # fmt: skip
+
+# model.io (upstream ModelIoSpec), field by field: what this runtime reads, what it accepts as
+# changing nothing for it, and what it does not implement (H93).
+IO_READ = (
+    "token_input", "logits_output", "attention_mask_input", "position_ids_input", "kv_inputs",
+    "kv_outputs",
+)  # fmt: skip
+# field -> the one value accepted (None: any value); each is the historical default upstream
+IO_ACCEPTED = {
+    "sequence_source": "token_ids",
+    "kv_ownership": "owned",
+    "kv_layout": "head_major_bnsh",
+    "aliasing": None,  # carried into the KV group; this runtime never aliases
+    "hidden_output": None,  # checked against the graph, never fetched
+}
+IO_UNSUPPORTED = {
+    "inputs_embeds_input": "embeddings as a sequence input",
+    "encoder_hidden_states_input": "encoder hidden states (an encoder-decoder graph)",
+    "audio_features_input": "audio features (an encoder graph)",
+    "cross_kv_inputs": "cross-attention KV (an encoder-decoder graph)",
+    "cross_kv_outputs": "cross-attention KV (an encoder-decoder graph)",
+    "state_pairs": "loop-carried recurrent state pairs",
+    "optional_inputs": "optional graph inputs with absent-value contracts",
+    "static_cache": "a fixed-capacity (TensorScatter) static KV cache",
+}
+UNSUPPORTED_VALUES = {
+    "sequence_source": "a decoder driven by embeddings (inputs_embeds)",
+    "kv_ownership": "KV read from another graph (shared ownership)",
+    "kv_layout": "a KV layout other than head_major_bnsh",
+}
 
 # onnxruntime-genai model types that are plain decoder-only language models.
 DECODER_TYPES = frozenset(
@@ -66,21 +119,28 @@ _SEARCH_KEYS = {
     "early_stopping": None,  # beam search only
     "past_present_share_buffer": None,  # a memory layout hint
 }
-
-
-_IO_FIELDS = (
-    "token_input", "logits_output", "attention_mask_input", "position_ids_input", "kv_inputs",
-    "kv_outputs",
-)  # fmt: skip
+# search keys written to the lowered document's generation.defaults (upstream
+# GenerationDefaults fields); `random_seed` has no such field and becomes the seed's default
+_SEARCH_DEFAULTS = ("max_length", "do_sample", "temperature", "top_k", "top_p")
 
 
 @dataclass(frozen=True)
 class KVPair:
     input: str
     output: str
-    layer: int
-    role: str  # key | value | combined
+    index: int  # position in the declared pairing
+    # key | value, and the layer: declared by onnxruntime-genai's name templates; a model.io
+    # package declares pairs only, so both stay unknown (they are never guessed from names)
+    role: str | None = None
+    layer: int | None = None
     shape: tuple = ()  # the past contract: "batch", static ints, "past_sequence"
+
+    @property
+    def cell(self) -> str:
+        """The name of the pair's state cell in the lowered workflow."""
+        if self.role is None or self.layer is None:
+            return f"kv_{self.index}"
+        return f"kv_{self.layer}_{self.role}"
 
 
 @dataclass(frozen=True)
@@ -102,24 +162,41 @@ class DecoderABI:
     pad_token_id: int
     context_length: int | None
     padding: str = "left"
-    search: dict = field(default_factory=dict)  # max_length, do_sample, temperature, ...
+    # generation.defaults of the lowered document (upstream GenerationDefaults fields), from a
+    # genai_config search section; a model.io document's own generation section is carried
+    defaults: dict = field(default_factory=dict)
+    # the total length the token policy enforces on every row (genai_config search.max_length)
+    max_length: int = 0
+    seed: int = 0  # the seed input's default (genai_config search.random_seed)
+    aliasing: str = "forbidden"  # the KV group's aliasing (model.io.aliasing)
     # Sections of a model.io document carried into the lowered document as written (and so
-    # validated and honoured like any authored section): package, generation, hardware.
+    # validated and honoured like any authored section): package, generation, hardware, ...
     carried: dict = field(default_factory=dict)
 
 
 class _Problems:
-    def __init__(self, root: Path, prefix: tuple):
+    def __init__(self, root: Path, prefix: tuple, document: dict | None = None):
         self.root = root
         self.prefix = prefix
         self.found: list[Violation] = []
+        self.order = DocumentOrder(document) if document is not None else None
 
-    def add(self, path: tuple, message: str) -> None:
-        self.found.append(Violation("H91", (*self.prefix, *path), message, hint_for("H91")))
+    def add(self, path: tuple, message: str, code: str = "H91") -> None:
+        self.found.append(Violation(code, (*self.prefix, *path), message, hint_for(code)))
+
+    def unsupported(self, path: tuple, message: str) -> None:
+        """A valid declaration this runtime does not implement (H93)."""
+        self.add(path, message, "H93")
 
     def raise_if_any(self) -> None:
         if self.found:
-            raise PackageError(self.root, self.found)
+            raise PackageError(self.root, _in_document_order(self.found, self.order))
+
+
+def _in_document_order(violations: list[Violation], order) -> list[Violation]:
+    if order is None:
+        return violations
+    return sorted(violations, key=lambda v: (order(v.path), v.code, v.message))
 
 
 # ------------------------------------------------------------------ package shapes
@@ -149,77 +226,103 @@ def is_model_io(document) -> bool:
 
 
 def from_model_io(root: Path) -> DecoderABI:
-    metadata = find_metadata(root)
-    document, violations = parse_metadata(metadata)
+    metadata_path = find_metadata(root)
+    document, violations = parse_metadata(metadata_path)
+    if not violations:
+        violations = schema_violations(document)  # the published schema, as for any document
     if violations:
-        raise PackageError(root, violations)
-    problems = _Problems(root, ())
-    known_top = {"schema_version", "model", *CARRIED_SECTIONS}
-    for key in document:
-        if key not in known_top:
-            problems.add((key,), f"{key!r} is not read from a bare model.io decoder package")
-    model = document["model"]
-    known_model = {
-        "name", "architecture", "max_sequence_length", "vocab_size", "num_layers",
-        "hidden_size", "num_attention_heads", "num_key_value_heads", "head_size",
-        "bos_token_id", "eos_token_ids", "pad_token_id", "io", "artifact",
-    }  # fmt: skip
-    for key in model:
-        if key not in known_model:
-            problems.add(("model", key), f"unknown key {key!r} in model")
-    io = model["io"]
-    for key in io:
-        if key not in _IO_FIELDS:
-            problems.add(("model", "io", key), f"unknown key {key!r} in model.io")
+        order = DocumentOrder(document) if isinstance(document, dict) else None
+        raise PackageError(root, _in_document_order(violations, order))
+    metadata: Metadata = build(Metadata, document)
+    problems = _Problems(root, (), document)
+    for key in UNLOWERED_SECTIONS:
+        if key in document:
+            problems.unsupported(
+                (key,),
+                f"{key!r} is not lowered for a bare model.io decoder (this runtime lowers the "
+                "decoder alone; declare a workflow to use it)",
+            )
+    model = metadata.model
+    io: ModelIO = model.io
+    for key, description in IO_UNSUPPORTED.items():
+        if getattr(io, key):  # None, or an empty optional_inputs mapping, when not declared
+            problems.unsupported(
+                ("model", "io", key),
+                f"model.io.{key} declares {description}, which this runtime does not implement",
+            )
+    for key, accepted in IO_ACCEPTED.items():
+        value = getattr(io, key)
+        if value is not None and accepted is not None and value != accepted:
+            problems.unsupported(
+                ("model", "io", key),
+                f"model.io.{key} = {_shown(value)} declares {UNSUPPORTED_VALUES[key]}, which "
+                f"this runtime does not implement (only {accepted!r})",
+            )
+    embeds = io.sequence_source == "inputs_embeds"  # refused above: no token input needed
     for key in ("token_input", "logits_output"):
-        if not isinstance(io.get(key), str):
-            problems.add(("model", "io", key), f"model.io.{key} is required (a graph name)")
-    kv_in, kv_out = list(io.get("kv_inputs") or []), list(io.get("kv_outputs") or [])
+        if getattr(io, key) is None and not (key == "token_input" and embeds):
+            problems.unsupported(
+                ("model", "io", key),
+                f"model.io.{key} is not declared, and this runtime does not resolve an "
+                "undeclared port from the graph's shapes",
+            )
+    kv_in, kv_out = io.kv_inputs or (), io.kv_outputs or ()
     if len(kv_in) != len(kv_out):
         problems.add(
             ("model", "io", "kv_outputs"),
             f"{len(kv_in)} kv_inputs but {len(kv_out)} kv_outputs; they pair up one to one",
         )
     problems.raise_if_any()
-    artifact = model.get("artifact") or _single_graph(root, problems)
-    pairs = []
-    for i, (a, b) in enumerate(zip(kv_in, kv_out, strict=True)):
-        role = "key" if a.endswith(".key") else "value" if a.endswith(".value") else "combined"
-        layer = i // 2 if role != "combined" else i
-        pairs.append(KVPair(a, b, layer, role))
-    eos = model.get("eos_token_ids") or ()
+    artifact = _single_graph(root, problems)
+    pairs = tuple(KVPair(a, b, i) for i, (a, b) in enumerate(zip(kv_in, kv_out, strict=True)))
+    tokenizer = metadata.package.tokenizer if metadata.package else None
+    special = dict(tokenizer.special_tokens) if tokenizer else {}
+    eos, pad = special.get("eos"), special.get("pad")
+    carried = {k: document[k] for k in CARRIED_SECTIONS if k in document}
+    facts = {k: document["model"][k] for k in MODEL_FACTS if k in document["model"]}
+    if facts:
+        carried = {"model": facts, **carried}
     return _with_graph(
         root,
         problems,
         {
-            **{k: ("model", "io", k) for k in _IO_FIELDS},
-            "artifact": ("model", "artifact"),
+            **{k: ("model", "io", k) for k in IO_READ},
+            "artifact": ("model", "io"),
             "inputs": ("model", "io"),
+            "hidden_output": ("model", "io", "hidden_output"),
+            "kv_layout": ("model", "io", "kv_layout" if io.kv_layout else "kv_inputs"),
             "vocab_size": ("model", "vocab_size"),
+            "eos": ("package", "tokenizer", "special_tokens", "eos", "id"),
+            "pad": ("package", "tokenizer", "special_tokens", "pad", "id"),
         },
         source="model_io",
         artifact=artifact,
-        token_input=io["token_input"],
-        logits_output=io["logits_output"],
-        attention_mask_input=io.get("attention_mask_input"),
-        position_ids_input=io.get("position_ids_input"),
-        kv=tuple(pairs),
-        eos_token_ids=tuple(int(e) for e in eos),
-        pad_token_id=int(model.get("pad_token_id") or 0),
-        context_length=model.get("max_sequence_length"),
-        vocab_size=model.get("vocab_size"),
-        search={},
-        carried={k: document[k] for k in CARRIED_SECTIONS if k in document},
+        token_input=io.token_input,
+        logits_output=io.logits_output,
+        attention_mask_input=io.attention_mask_input,
+        position_ids_input=io.position_ids_input,
+        kv=pairs,
+        eos_token_ids=(eos.id,) if eos is not None else (),
+        pad_token_id=pad.id if pad is not None else 0,
+        context_length=model.max_sequence_length,
+        vocab_size=model.vocab_size,
+        aliasing=io.aliasing or "forbidden",
+        carried=carried,
+        hidden_output=io.hidden_output,
     )
+
+
+def _shown(value) -> str:
+    return repr(value) if isinstance(value, str) else "a stride descriptor"
 
 
 def _single_graph(root: Path, problems: _Problems) -> str:
     graphs = sorted(p.name for p in root.iterdir() if p.name.endswith((".onnx", ".onnx.textproto")))
     if len(graphs) != 1:
         problems.add(
-            ("model",),
+            ("model", "io"),
             f"the package folder holds {len(graphs)} ONNX graphs ({', '.join(graphs) or 'none'})"
-            "; a model.io package has exactly one, or names it in model.artifact",
+            "; a model.io package holds exactly one, the decoder",
         )
         problems.raise_if_any()
     return graphs[0]
@@ -273,23 +376,22 @@ def from_genai_config(root: Path) -> DecoderABI:
             problems.add(("model", "decoder", key), f"model.decoder.{key} is required")
     problems.raise_if_any()
     layers = int(decoder["num_hidden_layers"])
-    pairs = []
+    names = {}
     for kind in ("key", "value"):
         past = inputs.get(f"past_{kind}_names", f"past_key_values.%d.{kind}")
         present = outputs.get(f"present_{kind}_names", f"present.%d.{kind}")
         for layer in range(layers):
-            pairs.append(KVPair(_name(past, layer), _name(present, layer), layer, kind))
-    pairs.sort(key=lambda p: (p.layer, p.role))
+            names[layer, kind] = (_name(past, layer), _name(present, layer))
+    pairs = [
+        KVPair(*names[key], index=i, role=key[1], layer=key[0])
+        for i, key in enumerate(sorted(names))
+    ]
     eos = model.get("eos_token_id", ())
     eos = (eos,) if isinstance(eos, int) else tuple(eos)
     pad = model.get("pad_token_id")
     if pad is None:
         pad = eos[0] if eos else 0
-    defaults = {
-        key: search[key]
-        for key in ("max_length", "do_sample", "temperature", "top_k", "top_p", "random_seed")
-        if key in search
-    }
+    defaults = {key: search[key] for key in _SEARCH_DEFAULTS if key in search}
     return _with_graph(
         root,
         problems,
@@ -303,6 +405,8 @@ def from_genai_config(root: Path) -> DecoderABI:
             "kv_outputs": ("model", "decoder", "outputs", "present_key_names"),
             "inputs": ("model", "decoder", "inputs"),
             "vocab_size": ("model", "vocab_size"),
+            "eos": ("model", "eos_token_id"),
+            "pad": ("model", "pad_token_id") if "pad_token_id" in model else None,
         },
         source="genai_config",
         artifact=decoder["filename"],
@@ -315,7 +419,9 @@ def from_genai_config(root: Path) -> DecoderABI:
         pad_token_id=int(pad),
         context_length=model.get("context_length"),
         vocab_size=model.get("vocab_size"),
-        search=defaults,
+        defaults=defaults,
+        max_length=int(search.get("max_length") or 0),
+        seed=max(int(search.get("random_seed", 0)), 0),  # -1: "random" in onnxruntime-genai
     )
 
 
@@ -348,11 +454,12 @@ def _with_graph(
     where: dict,
     *,
     vocab_size,
+    hidden_output: str | None = None,
     **fields,
 ) -> DecoderABI:
     """Check the declared names against the decoder graph; read KV layout and vocabulary.
-    ``where`` maps a field (``token_input``, ``kv``, ``artifact``, ...) to its place in the
-    declaring document."""
+    ``where`` maps a field (``token_input``, ``kv_inputs``, ``artifact``, ...) to its place in
+    the declaring document."""
     path, problem = confine(root, fields["artifact"])
     if problem:
         problems.add(where["artifact"], f"decoder graph: {problem}")
@@ -362,10 +469,11 @@ def _with_graph(
     except Exception as exc:  # onnx raises DecodeError, ParseError, ...
         problems.add(where["artifact"], f"decoder graph {fields['artifact']} cannot be read: {exc}")
         problems.raise_if_any()
+    model_io = fields["source"] == "model_io"
     for key in ("attention_mask_input", "position_ids_input"):
         name = fields[key]
         if name is not None and name not in sig.inputs:
-            if fields["source"] == "genai_config":
+            if not model_io:
                 fields[key] = None  # onnxruntime-genai feeds these only when the graph has them
             else:
                 problems.add(where[key], f"the graph has no input {name!r}")
@@ -373,7 +481,16 @@ def _with_graph(
         problems.add(where["token_input"], f"the graph has no input {fields['token_input']!r}")
     if fields["logits_output"] not in sig.outputs:
         problems.add(where["logits_output"], f"the graph has no output {fields['logits_output']!r}")
+    if hidden_output is not None and hidden_output not in sig.outputs:
+        problems.add(where["hidden_output"], f"the graph has no output {hidden_output!r}")
     for pair in fields["kv"]:
+        for name, own in ((pair.input, DECODE_INPUT_PORTS), (pair.output, DECODE_OUTPUT_PORTS)):
+            if name in own:  # the KV names become the decode component's own ports
+                problems.add(
+                    where["kv_inputs" if own is DECODE_INPUT_PORTS else "kv_outputs"],
+                    f"KV name {name!r} is a port of the decode contract; this runtime cannot "
+                    "lower a graph whose KV tensor has that name",
+                )
         if pair.input not in sig.inputs:
             problems.add(where["kv_inputs"], f"the graph has no KV input {pair.input!r}")
         if pair.output not in sig.outputs:
@@ -399,6 +516,17 @@ def _with_graph(
         problems.add(
             where["vocab_size"], "the vocabulary size is neither declared nor in the graph"
         )
+    else:
+        tokens = [("eos", t) for t in fields["eos_token_ids"]]
+        if where.get("pad") is not None:  # a declared pad id (the default is an end id, or 0)
+            tokens.append(("pad", fields["pad_token_id"]))
+        for what, token in tokens:
+            if not 0 <= token < vocab_size:
+                problems.add(
+                    where[what],
+                    f"{'end' if what == 'eos' else 'pad'} token id {token} is outside the "
+                    f"vocabulary of {vocab_size}",
+                )
     axes, kv_dtype, pairs = set(), "float32", []
     for pair in fields["kv"]:
         value = sig.inputs[pair.input]
@@ -410,6 +538,14 @@ def _with_graph(
                 where["kv_inputs"],
                 f"KV input {pair.input!r} has shape {list(dims)}: expected a symbolic batch "
                 "axis 0, one symbolic sequence axis and static head sizes",
+            )
+            continue
+        if model_io and (len(dims) != 4 or symbolic[1] != 2):
+            problems.add(
+                where["kv_layout"],
+                f"KV input {pair.input!r} has shape {list(dims)}, not the head-major layout "
+                "[batch, heads, sequence, head_size] model.io declares (head_major_bnsh, also "
+                "meant when kv_layout is absent)",
             )
             continue
         axes.add(symbolic[1])

@@ -5,7 +5,9 @@ setup, then per iteration the token policy, a per-row emit and one decode step, 
 cells in a runtime-managed state service group. Both components are ``binding`` components
 keyed by contract id, run by this runtime's contract executors
 (``reference_runtime.contracts.decoding``); the decoder graph itself runs beneath them through
-the ordinary component seam (ONNX Runtime or the native executor).
+the ordinary component seam (ONNX Runtime or the native executor). Contract parameters are
+scalars (upstream ``ScalarValue``): the graph's KV names are the decoder component's own KV
+ports, and the end ids reach the policy as a literal input.
 """
 
 from __future__ import annotations
@@ -61,21 +63,18 @@ def _cell(contract: dict, initializer: str, recurrence: dict, **extra) -> dict:
     }
 
 
-def _cell_name(pair) -> str:
-    return f"kv_{pair.layer}_{pair.role}"
-
-
 def default_max_new_tokens(abi: DecoderABI) -> int:
-    """The request default for ``max_new_tokens``: the search bound, else the context bound."""
-    for bound in (abi.search.get("max_length"), abi.context_length):
-        if isinstance(bound, int) and bound > 0:
-            return bound
+    """The ``max_new_tokens`` input's own default: the context bound (a request that does not
+    say is bounded by ``generation.defaults.max_length`` first, where the package declares it)."""
+    if isinstance(abi.context_length, int) and abi.context_length > 0:
+        return abi.context_length
     return 256
 
 
 def lower_abi(abi: DecoderABI) -> dict:
     batch = _contract
     vocab = abi.vocab_size
+    one = _contract("int64", 1, aligned=False)
     kv_inputs = {
         p.input: _contract(abi.kv_dtype, *p.shape, optional=True) for p in abi.kv
     }  # past, absent at prefill
@@ -92,14 +91,17 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "tokens": batch("int64", "batch", "step"),
                 "lengths": batch("int64", "batch"),
                 "attention_mask": batch("int64", "batch", "past_sequence", optional=True),
+                "max_new_tokens": _contract("int64", 1, aligned=False, optional=True),
                 **kv_inputs,
             },
             "outputs": {
                 "logits": batch(abi.logits_dtype, "batch", vocab),
                 "attention_mask": batch("int64", "batch", "total_sequence"),
                 "sequence_lengths": batch("int64", "batch"),
+                "capacity": _contract("int64", 1, aligned=False, optional=True),
                 **kv_outputs,
             },
+            "roles": {"tokens": "token_ids", "logits": "logits"},
         },
         "contract": {
             "id": DECODE_CONTRACT,
@@ -111,19 +113,12 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "logits_output": abi.logits_output,
                 "attention_mask_input": abi.attention_mask_input or "",
                 "position_ids_input": abi.position_ids_input or "",
-                "kv_inputs": [p.input for p in abi.kv],
-                "kv_outputs": [p.output for p in abi.kv],
                 "padding": abi.padding,
                 "pad_token_id": abi.pad_token_id,
             },
         },
     }
-    policy_parameters = {
-        "eos_token_ids": list(abi.eos_token_ids),
-        "context_length": abi.context_length or 0,
-        "max_length": int(abi.search.get("max_length") or 0),
-        "pad_token_id": abi.pad_token_id,
-    }
+    end_ids = list(abi.eos_token_ids)
     policy = {
         "implementation": {"kind": "binding"},
         "ports": {
@@ -132,12 +127,13 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "active": batch("bool", "batch"),
                 "generated": batch("int64", "batch"),
                 "sequence_lengths": batch("int64", "batch"),
-                "max_new_tokens": _contract("int64", 1, aligned=False),
+                "max_new_tokens": one,
                 "temperature": batch("float32", "batch"),
                 "top_k": batch("int64", "batch"),
                 "top_p": batch("float32", "batch"),
                 "min_p": batch("float32", "batch"),
                 "seed": batch("int64", "batch"),
+                "eos_token_ids": _contract("int64", "end_ids", aligned=False, optional=True),
             },
             "outputs": {
                 "token": batch("int64", "batch", 1),
@@ -152,11 +148,16 @@ def lower_abi(abi: DecoderABI) -> dict:
             "id": POLICY_CONTRACT,
             "version": CONTRACT_VERSION,
             "bindings": {"logits": "logits", "token": "token"},
-            "parameters": policy_parameters,
+            "parameters": {
+                "context_length": abi.context_length or 0,
+                "max_length": abi.max_length,
+                "pad_token_id": abi.pad_token_id,
+            },
         },
     }
-    search = abi.search
-    sampling = search.get("do_sample", False)
+    # A request that does not say takes generation.defaults first (do_sample, temperature,
+    # top_k, top_p, max_length), then these inputs' own defaults: the values sampling uses
+    # when nothing narrows it (temperature 1, no top-k/top-p/min-p filter).
     inputs = {
         "request.prompt_tokens": _request(
             batch("int64", "batch", "prompt_sequence"), "prompt_tokens"
@@ -168,90 +169,91 @@ def lower_abi(abi: DecoderABI) -> dict:
             "required": False,
             "default": -1,
         },
-        "request.max_new_tokens": _request(
-            _contract("int64", 1, aligned=False), "max_output_tokens", default_max_new_tokens(abi)
-        ),
-        "request.temperature": _request(
-            batch("float32", "batch"),
-            "sampling_temperature",
-            float(search.get("temperature", 1.0)) if sampling else 0.0,
-        ),
-        "request.top_k": _request(
-            batch("int64", "batch"),
-            "sampling_top_k",
-            int(search.get("top_k", 0)) if sampling else 1,
-        ),
-        "request.top_p": _request(
-            batch("float32", "batch"), "sampling_top_p", float(search.get("top_p", 1.0))
-        ),
+        "request.max_new_tokens": _request(one, "max_output_tokens", default_max_new_tokens(abi)),
+        "request.temperature": _request(batch("float32", "batch"), "sampling_temperature", 1.0),
+        "request.top_k": _request(batch("int64", "batch"), "sampling_top_k", 0),
+        "request.top_p": _request(batch("float32", "batch"), "sampling_top_p", 1.0),
         "request.min_p": _request(batch("float32", "batch"), "sampling_min_p", 0.0),
-        "request.seed": _request(
-            batch("int64", "batch"), "seed", max(int(search.get("random_seed", 0)), 0)
-        ),
+        "request.seed": _request(batch("int64", "batch"), "seed", abi.seed),
         "package.active": _literal(batch("bool", "batch"), True),
+        "package.not_done": _literal(batch("bool", "batch"), False),
         "package.zero": _literal(batch("int64", "batch"), 0),
-        "package.one": _literal(_contract("int64", 1, aligned=False), 1),
+        "package.one": _literal(one, 1),
         # every row accepts one token per decode step
         "package.one_row": _literal(batch("int64", "batch"), 1),
     }
+    if end_ids:
+        inputs["package.eos_token_ids"] = _literal(
+            _contract("int64", len(end_ids), aligned=False), end_ids
+        )
     outputs = {
         "tokens": {
             "contract": batch("int64", "batch", "generated_sequence"),
             "role": "tokens",
+            "stage": "pre_adapter",
         },
-        "finish_reasons": {"contract": batch("int64", "batch"), "role": "tensor"},
+        "finish_reasons": {
+            "contract": batch("int64", "batch"),
+            "role": "tensor",
+            "stage": "pre_adapter",
+        },
     }
     invariant = {"kind": "invariant"}
+    # The cache axis holds the prompt (padded to the longest row) and one position per decode
+    # step: the prefill reports that bound as its capacity.
+
+    def growing(axis: int, increment: str) -> dict:
+        return {"kind": "growing", "axis": axis, "increment": increment, "max": "prefill.capacity"}
+
     state = {
         "logits": _cell(batch(abi.logits_dtype, "batch", vocab), "prefill.logits", invariant),
         "active": _cell(batch("bool", "batch"), "package.active", invariant),
-        "done": _cell(batch("bool", "batch"), "package.zero_done", invariant),
+        "done": _cell(batch("bool", "batch"), "package.not_done", invariant),
         "generated": _cell(batch("int64", "batch"), "package.zero", invariant),
         "finish_reason": _cell(batch("int64", "batch"), "package.zero", invariant),
         "sequence_lengths": _cell(batch("int64", "batch"), "prefill.sequence_lengths", invariant),
         "attention_mask": _cell(
             batch("int64", "batch", "mask_sequence"),
             "prefill.attention_mask",
-            {"kind": "growing", "axis": 1, "increment": "package.one"},
+            growing(1, "package.one"),
         ),
-    }
-    inputs["package.zero_done"] = _literal(batch("bool", "batch"), False)
-    # The conversation of a session: each turn's prompt is what it holds followed by the new
-    # tokens; after the turn it holds that prompt plus the tokens the turn published.
-    state["conversation"] = {
-        "contract": _contract("int64", 1, "conversation", aligned=False),
-        "scope": "session",
-        "class": "semantic",
-        "recurrence": {"kind": "growing", "axis": 1, "increment": "package.one"},
-        "management": "runtime",
-        "release_boundary": "session",
-        "session": {
-            "policy": "exclusive",
-            "continuation": {
-                "kind": "prompt_prefix",
-                "prompt_input": "request.prompt_tokens",
-                "tokens_output": "tokens",
+        # The conversation of a session: each turn's prompt is what it holds followed by the
+        # new tokens; after the turn it holds that prompt plus the tokens the turn published.
+        "conversation": {
+            "contract": _contract("int64", 1, "conversation", aligned=False),
+            "scope": "session",
+            "class": "semantic",
+            "initializer": "request.prompt_tokens",
+            "recurrence": growing(1, "package.one"),
+            "management": "runtime",
+            "release_boundary": "session",
+            "session": {
+                "policy": "exclusive",
+                "continuation": {
+                    "kind": "prompt_prefix",
+                    "prompt_input": "request.prompt_tokens",
+                    "tokens_output": "tokens",
+                },
             },
         },
     }
 
     group_ports = {}
     for pair in abi.kv:
-        name = _cell_name(pair)
-        state[name] = _cell(
+        state[pair.cell] = _cell(
             _contract(abi.kv_dtype, *pair.shape),
             f"prefill.{pair.output}",
-            {"kind": "growing", "axis": abi.sequence_axis, "increment": "package.one_row"},
+            growing(abi.sequence_axis, "package.one_row"),
             service_group="decoder_cache",
             management="runtime",
             release_boundary="invocation",
         )
-        group_ports[name] = {
-            "input": pair.input,
-            "output": pair.output,
-            "role": pair.role,
-            "layer": pair.layer,
-        }
+        port = {"input": pair.input, "output": pair.output}
+        if pair.role is not None:
+            port["role"] = pair.role
+        if pair.layer is not None:
+            port["layer"] = pair.layer
+        group_ports[pair.cell] = port
     serving = {
         "active": "active",
         "done": "done",
@@ -263,7 +265,7 @@ def lower_abi(abi: DecoderABI) -> dict:
                     "layout": "bnsh" if abi.sequence_axis == 2 else f"axis{abi.sequence_axis}",
                     "sequence_axis": abi.sequence_axis,
                     "logical_lengths": "sequence_lengths",
-                    "aliasing": "forbidden",
+                    "aliasing": abi.aliasing,
                     "ports": {"decoder": group_ports},
                 }
             }
@@ -272,11 +274,16 @@ def lower_abi(abi: DecoderABI) -> dict:
     prefill = {
         "kind": "invoke",
         "component": "decoder",
-        "inputs": {"tokens": "request.prompt_tokens", "lengths": "request.prompt_lengths"},
+        "inputs": {
+            "tokens": "request.prompt_tokens",
+            "lengths": "request.prompt_lengths",
+            "max_new_tokens": "request.max_new_tokens",
+        },
         "outputs": {
             "logits": "prefill.logits",
             "attention_mask": "prefill.attention_mask",
             "sequence_lengths": "prefill.sequence_lengths",
+            "capacity": "prefill.capacity",
             **{p.output: f"prefill.{p.output}" for p in abi.kv},
         },
     }
@@ -294,6 +301,7 @@ def lower_abi(abi: DecoderABI) -> dict:
             "top_p": "request.top_p",
             "min_p": "request.min_p",
             "seed": "request.seed",
+            **({"eos_token_ids": "package.eos_token_ids"} if end_ids else {}),
         },
         "outputs": {
             "token": "step.token",
@@ -318,7 +326,7 @@ def lower_abi(abi: DecoderABI) -> dict:
             "tokens": "step.token",
             "lengths": "step.lengths",
             "attention_mask": "attention_mask",
-            **{p.input: _cell_name(p) for p in abi.kv},
+            **{p.input: p.cell for p in abi.kv},
         },
         "outputs": {
             "logits": "step.logits",
@@ -335,7 +343,7 @@ def lower_abi(abi: DecoderABI) -> dict:
         {"cell": "finish_reason", "next": "step.finish_reason"},
         {"cell": "sequence_lengths", "next": "step.sequence_lengths"},
         {"cell": "attention_mask", "next": "step.attention_mask"},
-        *({"cell": _cell_name(p), "next": f"step.{p.output}"} for p in abi.kv),
+        *({"cell": p.cell, "next": f"step.{p.output}"} for p in abi.kv),
     ]
     loop = {
         "kind": "loop",
@@ -345,29 +353,43 @@ def lower_abi(abi: DecoderABI) -> dict:
         "max_iterations": "request.max_new_tokens",
         "carried": carried,
     }
-    finish = {"kind": "emit", "value": "finish_reason", "output": "finish_reasons"}
+    finish = {
+        "kind": "emit",
+        "value": "finish_reason",
+        "output": "finish_reasons",
+        "mode": "replace",
+    }
     capabilities = [
         "workflow_ssa", "linear_effects", "nested_control_flow", "typed_emit",
         "loop_carried_state", "control_flow_loop", "serving_service_contract", "kv_cache",
         "session_state_lease",
     ]  # fmt: skip
-    return {
-        "schema_version": "1.0",
-        **abi.carried,
-        "pipeline": {
-            "workflow": {
-                "manifest": {"capabilities": capabilities},
-                "inputs": inputs,
-                "outputs": outputs,
-                "components": {"decoder": decoder, "policy": policy},
-                "state": state,
-                "serving": serving,
-                "steps": [loop, finish],
-            }
-        },
+    document = {"schema_version": "1.0", **abi.carried}
+    if abi.defaults and "generation" not in document:
+        document["generation"] = {"defaults": dict(abi.defaults)}
+    document["pipeline"] = {
+        "workflow": {
+            "manifest": {"capabilities": capabilities},
+            "inputs": inputs,
+            "outputs": outputs,
+            "components": {"decoder": decoder, "policy": policy},
+            "state": state,
+            "serving": serving,
+            "steps": [loop, finish],
+        }
     }
+    return document
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes a value used twice in full each time (no YAML anchors or aliases)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 def to_yaml(document: dict) -> str:
-    """Deterministic YAML text (insertion order, block style, no line folding)."""
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
+    """Deterministic YAML text (insertion order, block style, no line folding, no aliases)."""
+    return yaml.dump(
+        document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 16
+    )

@@ -91,6 +91,10 @@ class Node:
     __removed_keys__: typing.ClassVar[dict[str, str]] = {}
     # Rule code reported when a required key of this object is missing (default: A03).
     __required_rule__: typing.ClassVar[str | None] = None
+    # The upstream schema type this class models (published as ``x-upstream``).
+    __upstream__: typing.ClassVar[str | None] = None
+    # True where upstream accepts (and ignores) keys it does not define.
+    __open__: typing.ClassVar[bool] = False
 
     @property
     def path(self) -> DocPath:

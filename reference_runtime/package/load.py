@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import PackageError, UsageError, Violation
 from ..support import REFERENCE_SUPPORT, RuntimeSupport
+from . import revisions
 from .artifacts import GraphSignature
 from .docmodel import FrozenMap, build
 from .model import Metadata
@@ -131,10 +132,13 @@ def _lowered(root: Path, support: RuntimeSupport, text: str):
 def _validated(root, support, metadata_path, document, violations):
     if document is None or any(v.code == "A05" for v in violations):
         return _sorted(document, violations), None
+    revision, refused = revisions.select(document)
+    if refused is not None:  # another revision of the format: never read as this one
+        return [refused], None
     violations += schema_violations(document)
     if violations:
         return _sorted(document, violations), None
-    metadata: Metadata = build(Metadata, document)
+    metadata: Metadata = build(revision.root, document)
     ctx = Ctx(metadata=metadata, document=document, root=root, support=support)
     if metadata.pipeline is None:
         legacy = metadata.model is not None and metadata.model.io is not None

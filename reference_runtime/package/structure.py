@@ -158,6 +158,22 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
         return out
     code = _rule_for(error, "A05")
     value = error.instance
+    if kw == "type" and isinstance(value, list) and _is_branch_arm(path):
+        # upstream: a case (and the default) is one step, not a list of steps
+        ident = ("branch-arm", path)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(
+                Violation(
+                    "A05",
+                    path,
+                    f"a branch {'default' if path[-1] == 'default' else 'case'} is one step, "
+                    f"not a list of {len(value)}",
+                    "Write the step itself; for several steps write one "
+                    "`{kind: sequence, steps: [...]}`.",
+                )
+            )
+        return out
     if kw == "type":
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
@@ -179,6 +195,15 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
         message = error.message
     add(code, path, message)
     return out
+
+
+def _is_branch_arm(path: tuple) -> bool:
+    """A path to a branch's case (``...cases.<key>``) or default (``...default``) step."""
+    if (len(path) >= 4 and path[-4] == "outputs") or (len(path) >= 3 and path[-3] == "outputs"):
+        return False  # a phi's `cases` / `default`: value names, not steps
+    if len(path) >= 3 and path[-2] == "cases":
+        return "steps" in path[:-2]
+    return bool(path) and path[-1] == "default" and "steps" in path
 
 
 def schema_violations(document: dict) -> list[Violation]:

@@ -59,7 +59,9 @@ class Request:
     inputs: dict = field(default_factory=dict)
     max_new_tokens: int | None = None
     seed: int | None = None
-    greedy: bool = True
+    # None: the package's `generation.defaults.do_sample` decides (greedy when it is silent),
+    # unless the request gives a sampling keyword, which asks for sampling
+    greedy: bool | None = None
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
@@ -149,6 +151,18 @@ def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
     return array
 
 
+def _longest_row(prompt) -> int:
+    """The token count of the longest row of a prompt (0 when there is none)."""
+    if prompt is None:
+        return 0
+    if isinstance(prompt, np.ndarray):
+        return int(prompt.shape[-1]) if prompt.ndim else 0
+    rows = list(prompt)
+    if rows and not isinstance(rows[0], list | tuple | np.ndarray):
+        return len(rows)
+    return max((len(row) for row in rows), default=0)
+
+
 def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) -> np.ndarray:
     dtype = numpy_dtype(contract.dtype)
     if isinstance(value, tuple | list):
@@ -178,6 +192,15 @@ class InputBinder:
         self.role_inputs = roles
 
     # ------------------------------------------------------------------ keywords
+
+    def greedy(self, request: Request) -> bool:
+        """Whether this request decodes greedily: the caller's choice; else sampling when it
+        gives a sampling keyword; else the package's ``do_sample``; else greedy."""
+        if request.greedy is not None:
+            return request.greedy
+        if any(getattr(request, k) is not None for k in ("temperature", "top_k", "top_p", "min_p")):
+            return False
+        return not (self.defaults is not None and self.defaults.do_sample)
 
     def check_keywords(self, request: Request) -> None:
         for keyword, roles in KEYWORD_ROLES.items():
@@ -216,25 +239,30 @@ class InputBinder:
                 )
 
     def _default_field(self, field_name: str):
+        """A ``generation.defaults`` field (upstream's: temperature, top_k, top_p, max_length...)."""
         return getattr(self.defaults, field_name, None) if self.defaults else None
 
     def request_value(self, role: str, request: Request):
-        """The scalar a request supplies for a runtime role, or None."""
+        """The scalar a request supplies for a runtime role, or None (then the input's own
+        ``default`` applies). Package defaults are authoritative over the input defaults."""
         if role in ("max_iterations", "max_output_tokens"):
             if request.max_new_tokens is not None:
                 return request.max_new_tokens
-            return self._default_field("max_output_tokens")
+            max_length = self._default_field("max_length")
+            if max_length is None:
+                return None
+            # max_length bounds the final length: no row may grow past it
+            return max(0, max_length - _longest_row(request.prompt))
         if role == "seed":
-            if request.seed is not None:
-                return request.seed
-            return self._default_field("seed")
+            return request.seed
         if role in SAMPLING:
             keyword, greedy_value = SAMPLING[role]
-            if request.greedy:
+            if self.greedy(request):
                 return greedy_value
             value = getattr(request, keyword)
-            field_name = KEYWORD_FIELD[keyword]
-            return value if value is not None else self._default_field(field_name)
+            if value is not None:
+                return value
+            return self._default_field(keyword) if keyword != "min_p" else None
         return None
 
     # ------------------------------------------------------------------ binding

@@ -29,6 +29,7 @@ from ..package.model import (
     SequenceStep,
     Workflow,
 )
+from ..package.visit import all_steps
 from .outputs import OutputStore, compile_row_emit
 from .overrides import invoke_override
 from .tensors import Symbols, check, checker, dtype_name, scalar_int, to_host
@@ -59,8 +60,8 @@ class InvokePlan:
         self.step = step
         self.comp = comp = interpreter.wf.components[step.component]
         self.session = interpreter.sessions[step.component]
-        declared_in = comp.ports.inputs if comp.ports else None
-        declared_out = comp.ports.outputs if comp.ports else None
+        declared_in = comp.ports.inputs or None  # empty: the graph's own ports
+        declared_out = comp.ports.outputs or None
 
         def port_checker(declared, port):
             return checker(declared[port]) if declared is not None and port in declared else None
@@ -683,11 +684,11 @@ class Interpreter:
             raise RunError(
                 "D43", f"{where}: branch predicate must be bool or int64, got {dtype_name(pred)}"
             )
-        steps = step.cases.get(key, step.default)
-        if steps is None:
+        arm = step.cases.get(key, step.default)
+        if arm is None:
             raise RunError("D43", f"{where}: no case {key!r} and no default")
         saved = dict(frame.values)
-        self.steps(steps, frame)
+        self.steps((arm,), frame)
         exported: dict[str, np.ndarray] = {}
         for name, phi in step.outputs.items():
             source = phi.cases.get(key) if key in step.cases else phi.default
@@ -827,23 +828,11 @@ def _disagreement(plan: InvokePlan, direction: str) -> RuntimeError:
 
 
 def _per_row_outputs(workflow: Workflow) -> set[str]:
-    found: set[str] = set()
-
-    def visit(steps):
-        for step in steps:
-            if isinstance(step, EmitStep) and (step.when or step.valid_length):
-                found.add(step.output)
-            elif isinstance(step, LoopStep):
-                visit(step.setup)
-                visit(step.steps)
-            elif isinstance(step, BranchStep):
-                for case in step.cases.values():
-                    visit(case)
-                visit(step.default or ())
-            elif isinstance(step, SequenceStep):
-                visit(step.steps)
-
-    visit(workflow.steps)
+    found = {
+        step.output
+        for step in all_steps(workflow.steps)
+        if isinstance(step, EmitStep) and (step.when or step.valid_length)
+    }
     return {
         n
         for n in found

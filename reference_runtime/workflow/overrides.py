@@ -45,8 +45,8 @@ def _ports(comp, package, name) -> tuple[dict, dict]:
         return {v.name: (v.dtype, v.rank, None) for v in from_graph.values()} if graph else {}
 
     return (
-        side(ports.inputs if ports else None, graph.inputs if graph else {}),
-        side(ports.outputs if ports else None, graph.outputs if graph else {}),
+        side(ports.inputs or None, graph.inputs if graph else {}),
+        side(ports.outputs or None, graph.outputs if graph else {}),
     )
 
 

@@ -25,7 +25,10 @@ MUTATIONS = (
     *family_h.MUTATIONS,
 )
 
+# Valid packages: each is an acceptance case, and the mutations edit copies of them.
 BASES = (
     "kv_decoder", "static_cache", "speculative", "lora", "media", "model_io_decoder",
-    "lowered_decoder",
+    "lowered_decoder", "branching", "broadcast_and_presence", "events_and_appends",
+    "nested_loops", "scatter_cache", "session_counter", "counting_loop", "arithmetic_decoder",
+    "arithmetic_decoder_sampled",
 )  # fmt: skip

@@ -30,6 +30,18 @@ _EXTRA = {
     "present_as": "request.has_bias",
 }
 
+# An input no step reads (so only its own contract is checked), of a dtype outside the format.
+_UNREAD_FLOAT64 = {
+    "contract": {"dtype": "float64", "rank": 1, "shape": ["batch"], "batch_layout": _ALIGNED},
+    "role": _OPAQUE,
+    "source": {"kind": "application", "name": "extra"},
+}
+# Ports of the text-assembly adapter (never invoked, so only the contracts are checked).
+_COMPLEX_PORTS = {
+    "inputs": {"prompt": {"dtype": "complex64", "rank": 1, "shape": ["tokens"]}},
+    "outputs": {"tokens": {"dtype": "int64", "rank": 1, "shape": ["tokens"]}},
+}
+
 MUTATIONS = (
     # B07: shape length differs from rank
     Mutation("B07", "kv_decoder", (Set((*INP, "request.seed", "contract", "shape"), ["batch", 1]),),
@@ -46,13 +58,12 @@ MUTATIONS = (
              'pipeline.workflow.inputs["request.seed"].contract.batch_layout.axis',
              "request axis beyond rank"),
     # B08: dtype outside the vocabulary, or string
-    Mutation("B08", "kv_decoder", (Set((*INP, "request.seed", "contract", "dtype"), "float64"),),
-             'pipeline.workflow.inputs["request.seed"].contract.dtype', "dtype outside vocabulary"),
+    Mutation("B08", "kv_decoder", (Set((*INP, "request.extra"), _UNREAD_FLOAT64),),
+             'pipeline.workflow.inputs["request.extra"].contract.dtype', "dtype outside vocabulary"),
     Mutation("B08", "kv_decoder", (Set((*INP, "request.prompt"), _PROMPT),),
              'pipeline.workflow.inputs["request.prompt"].contract.dtype', "string input"),
-    Mutation("B08", "media",
-             (Set((*PORTS, "image_pre", "ports", "inputs", "encoded", "dtype"), "complex64"),),
-             "pipeline.workflow.components.image_pre.ports.inputs.encoded.dtype",
+    Mutation("B08", "media", (Set((*PORTS, "assembler", "ports"), _COMPLEX_PORTS),),
+             "pipeline.workflow.components.assembler.ports.inputs.prompt.dtype",
              "port dtype outside vocabulary"),
     # B09: request_expanded factor below 1
     Mutation("B09", "kv_decoder",
@@ -110,12 +121,12 @@ MUTATIONS = (
     Mutation("B13", "kv_decoder", (Insert(_SETUP, 1, _READ_BIAS),),
              "pipeline.workflow.steps[0].setup[1].inputs.bias", "read before the branch"),
     Mutation("B13", "kv_decoder", (Set((*_SETUP, 1, "predicate"), "package.once"),),
-             "pipeline.workflow.steps[0].setup[1].cases.true[0].inputs.bias",
+             "pipeline.workflow.steps[0].setup[1].cases.true.inputs.bias",
              "branch on another flag"),
     Mutation("B13", "kv_decoder",
-             (Set((*_SETUP, 1, "cases", "false", 0),
+             (Set((*_SETUP, 1, "cases", "false"),
                   {**_READ_BIAS, "outputs": {"biased": "setup.plain"}}),),
-             "pipeline.workflow.steps[0].setup[1].cases.false[0].inputs.bias",
+             "pipeline.workflow.steps[0].setup[1].cases.false.inputs.bias",
              "read in the false case"),
     # B14: bad media block
     Mutation("B14", "media",
@@ -126,12 +137,16 @@ MUTATIONS = (
     Mutation("B14", "media", (Set((*OUT, "audio", "media", "sample_rate_hz"), 0),),
              "pipeline.workflow.outputs.audio.media.sample_rate_hz", "zero sample rate"),
     Mutation("B14", "media", (Delete((*OUT, "audio", "media", "channels")),),
-             "pipeline.workflow.outputs.audio.media.channels", "missing channel count"),
+             "pipeline.workflow.outputs.audio.media", "missing channel count"),
+    Mutation("B14", "media", (Delete((*OUT, "audio", "media", "sample_rate_hz")),),
+             "pipeline.workflow.outputs.audio.media", "missing sample rate"),
+    Mutation("B14", "media", (Set((*OUT, "audio", "media", "channels"), 0),),
+             "pipeline.workflow.outputs.audio.media.channels", "zero channels"),
     Mutation("B14", "media", (Set((*OUT, "audio", "media", "source_sample_rate_hz"), 0),),
              "pipeline.workflow.outputs.audio.media.source_sample_rate_hz",
              "zero source sample rate"),
     Mutation("B14", "media", (Set((*OUT, "audio", "stage"), "post_adapter"),),
-             "pipeline.workflow.outputs.audio.contract",
+             "pipeline.workflow.outputs.audio.contract.dtype",
              "post-adapter wav holding float samples"),
     # B15: value_range exactly on image outputs
     Mutation("B15", "media", (Delete((*OUT, "image", "value_range")),),
@@ -155,12 +170,17 @@ MUTATIONS = (
     Mutation("B82", "kv_decoder", (Set((*INP, "package.max_context", "default"), [64, 64]),),
              'pipeline.workflow.inputs["package.max_context"].default',
              "list longer than the shape"),
-    Mutation("B82", "kv_decoder", (Set((*INP, "package.max_context", "default"), [[64]]),),
-             'pipeline.workflow.inputs["package.max_context"].default', "nested list"),
+    Mutation("B82", "kv_decoder", (Set((*INP, "package.max_context", "default"), []),),
+             'pipeline.workflow.inputs["package.max_context"].default', "empty list"),
     Mutation("B82", "kv_decoder",
              (Delete((*INP, "package.once", "default")), Delete((*INP, "package.once", "required"))),
              'pipeline.workflow.inputs["package.once"].default', "literal without default"),
-    Mutation("B82", "kv_decoder", (Delete((*INP, "package.one_turn", "contract", "shape")),),
-             'pipeline.workflow.inputs["package.one_turn"].default',
+    Mutation("B82", "kv_decoder", (Delete((*INP, "package.active", "contract", "shape")),),
+             'pipeline.workflow.inputs["package.active"].default',
              "rank-1 literal without shape"),
+    # B13: a branch output (phi) that reads the optional input outside its presence case
+    Mutation("B13", "broadcast_and_presence",
+             (Set((*WF, "steps", 1, "outputs", "result", "cases", "false"), "offset"),),
+             "pipeline.workflow.steps[1].outputs.result.cases.false",
+             "phi reads the optional input outside its case"),
 )  # fmt: skip

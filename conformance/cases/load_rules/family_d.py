@@ -32,14 +32,21 @@ def _emit(value: str, output: str, **extra) -> dict:
     return {"kind": "emit", "value": value, "output": output, "mode": "replace", **extra}
 
 
+def _sequence(*steps) -> dict:
+    return {"kind": "sequence", "steps": list(steps)}
+
+
 def _literal(dtype: str, *shape, default=True) -> dict:
     contract = {"dtype": dtype, "rank": len(shape), "shape": list(shape)}
     return {"contract": contract, "role": {"kind": "opaque"}, "source": {"kind": "literal"},
             "required": False, "default": default}  # fmt: skip
 
 
+# The true case of kv_decoder's presence-guarded branch, as the generator writes it.
+BIAS_CASE = _invoke("bias_logits", {"logits": "setup.logits", "bias": "request.bias"},
+                    {"biased": "setup.biased"})  # fmt: skip
 # A branch inserted at the kv_decoder root (before the final emit), valid as written.
-ROOT_BRANCH = _branch("package.once", {"true": [_count("package.no_turns", "extra.next")]})
+ROOT_BRANCH = _branch("package.once", {"true": _count("package.no_turns", "extra.next")})
 # The kv_decoder session loop, as the generator writes it.
 SESSION_LOOP = {
     "kind": "loop",
@@ -48,7 +55,7 @@ SESSION_LOOP = {
     "max_iterations": "package.one_turn",
     "carried": [{"cell": "turn_count", "next": "turn.next"}],
 }
-SESSION_TAIL = [SESSION_LOOP, _emit("turn_count", "turns")]
+SESSION_TAIL = _sequence(SESSION_LOOP, _emit("turn_count", "turns"))
 
 MUTATIONS = (
     # ------------------------------------------------------------------ D26
@@ -64,10 +71,10 @@ MUTATIONS = (
              "pipeline.workflow.steps", "empty root"),
     Mutation("D27", "kv_decoder", (Set((*TURNS, "steps"), []),),
              "pipeline.workflow.steps[1].steps", "empty loop body"),
-    Mutation("D27", "kv_decoder", (Set((*BRANCH, "cases", "false"), []),),
-             "pipeline.workflow.steps[0].setup[1].cases.false", "empty branch case"),
-    Mutation("D27", "kv_decoder", (Set((*BRANCH, "default"), []),),
-             "pipeline.workflow.steps[0].setup[1].default", "empty branch default"),
+    Mutation("D27", "kv_decoder", (Set((*BRANCH, "cases", "false"), _sequence()),),
+             "pipeline.workflow.steps[0].setup[1].cases.false.steps", "empty branch case"),
+    Mutation("D27", "kv_decoder", (Set((*BRANCH, "default"), _sequence()),),
+             "pipeline.workflow.steps[0].setup[1].default.steps", "empty branch default"),
     Mutation("D27", "kv_decoder", (Insert(S, 2, {"kind": "sequence", "steps": []}),),
              "pipeline.workflow.steps[2].steps", "empty sequence"),
     # ------------------------------------------------------------------ D28
@@ -84,16 +91,16 @@ MUTATIONS = (
     Mutation("D28", "kv_decoder", (Set((*BODY, 1, "inputs", "seed"), "request.temperature"),),
              "pipeline.workflow.steps[0].steps[1].inputs.seed", "port dtype mismatch"),
     Mutation("D28", "kv_decoder",
-             (Set((*BRANCH, "cases", "true", 0, "inputs", "bias"), "setup.logits"),),
-             "pipeline.workflow.steps[0].setup[1].cases.true[0].inputs.bias",
+             (Set((*BRANCH, "cases", "true", "inputs", "bias"), "setup.logits"),),
+             "pipeline.workflow.steps[0].setup[1].cases.true.inputs.bias",
              "port rank mismatch"),
     Mutation("D28", "lora", (Set((*S, 1, "inputs", "activations"), "request.adapter_segments"),),
              "pipeline.workflow.steps[1].inputs.activations", "graph input dtype mismatch"),
     Mutation("D28", "speculative", (Set((*BODY, 3, "inputs", "tokens"), "lookahead.forced"),),
              "pipeline.workflow.steps[0].steps[3].inputs.tokens", "fixed dimension mismatch"),
     Mutation("D28", "kv_decoder",
-             (Set((*BRANCH, "cases", "false", 0, "outputs"), {"scores": "setup.plain"}),),
-             "pipeline.workflow.steps[0].setup[1].cases.false[0].outputs.scores",
+             (Set((*BRANCH, "cases", "false", "outputs"), {"scores": "setup.plain"}),),
+             "pipeline.workflow.steps[0].setup[1].cases.false.outputs.scores",
              "binding output without its input"),
     # ------------------------------------------------------------------ D29
     Mutation("D29", "kv_decoder", (Set((*BODY, 0, "inputs", "input_ids"), "body.token"),),
@@ -110,8 +117,9 @@ MUTATIONS = (
                   {"cases": {"true": "setup.biased", "false": "setup.plain"}}),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.logits"]', "phi redefines a value"),
     Mutation("D29", "kv_decoder",
-             (Insert((*BRANCH, "cases", "true"), 1, _count("package.no_turns", "setup.present")),),
-             "pipeline.workflow.steps[0].setup[1].cases.true[1].outputs.next",
+             (Set((*BRANCH, "cases", "true"),
+                  _sequence(BIAS_CASE, _count("package.no_turns", "setup.present"))),),
+             "pipeline.workflow.steps[0].setup[1].cases.true.steps[1].outputs.next",
              "case redefines an outer value"),
     Mutation("D29", "kv_decoder", (Insert(BODY, 2, _count("package.no_turns", "setup.token")),),
              "pipeline.workflow.steps[0].steps[2].outputs.next", "body redefines a setup value"),
@@ -120,8 +128,8 @@ MUTATIONS = (
     Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "logits"), "setup.biased"),),
              "pipeline.workflow.steps[0].setup[2].inputs.logits", "case value read after branch"),
     Mutation("D29", "kv_decoder",
-             (Set((*BRANCH, "cases", "false", 0, "inputs", "logits"), "setup.biased"),),
-             "pipeline.workflow.steps[0].setup[1].cases.false[0].inputs.logits",
+             (Set((*BRANCH, "cases", "false", "inputs", "logits"), "setup.biased"),),
+             "pipeline.workflow.steps[0].setup[1].cases.false.inputs.logits",
              "value of a sibling case"),
     Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "logits"), "body.logits"),),
              "pipeline.workflow.steps[0].setup[2].inputs.logits", "setup reads a body value"),
@@ -182,8 +190,10 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].carried[1].initial", "initial of the wrong rank"),
     Mutation("D33", "kv_decoder", (Set((*LOOP, "carried", 3, "next"), "body.lengths"),),
              "pipeline.workflow.steps[0].carried[3].next", "next of the wrong dtype"),
-    Mutation("D33", "kv_decoder", (Delete((*STATE, "lengths", "initializer")),),
-             "pipeline.workflow.steps[0].carried[4]", "carry without a start value"),
+    Mutation("D33", "kv_decoder", (Set((*STATE, "token", "initializer"), "setup.lengths"),),
+             "pipeline.workflow.state.token.initializer", "initializer of the wrong rank"),
+    Mutation("D33", "kv_decoder", (Set((*STATE, "lengths", "initializer"), "turn.next"),),
+             "pipeline.workflow.state.lengths.initializer", "initializer defined after the loop"),
     # ------------------------------------------------------------------ D34
     Mutation("D34", "kv_decoder", (Set((*STATE, "kv", "recurrence", "max"), "body.lengths"),),
              "pipeline.workflow.state.kv.recurrence.max", "max not in scope"),
@@ -194,7 +204,8 @@ MUTATIONS = (
              "pipeline.workflow.state.kv.recurrence.max", "float max"),
     Mutation("D34", "kv_decoder",
              (Set((*STATE, "token", "recurrence"),
-                  {"kind": "growing", "axis": 1, "increment": "request.temperature"}),),
+                  {"kind": "growing", "axis": 1, "increment": "request.temperature",
+                   "max": "package.max_context"}),),
              "pipeline.workflow.state.token.recurrence.increment", "float increment"),
     # ------------------------------------------------------------------ D35
     Mutation("D35", "kv_decoder",
@@ -205,14 +216,14 @@ MUTATIONS = (
               Set((*WF, "inputs", "package.grid"), _literal("bool", 2))),
              "pipeline.workflow.steps[2].predicate", "two-element predicate"),
     Mutation("D35", "kv_decoder",
-             (Insert(S, 2, _branch("package.once", {"1": [_count("package.no_turns", "x")]})),),
+             (Insert(S, 2, _branch("package.once", {"1": _count("package.no_turns", "x")})),),
              'pipeline.workflow.steps[2].cases["1"]', "bool predicate with integer case"),
     Mutation("D35", "kv_decoder",
              (Insert(S, 2, {**ROOT_BRANCH, "predicate": "package.one_turn"}),),
              "pipeline.workflow.steps[2].cases.true", "integer predicate with bool case"),
     Mutation("D35", "kv_decoder",
-             (Insert(S, 2, _branch("package.one_turn", {"0": [_count("package.no_turns", "x")],
-                                                        "-0": [_count("package.no_turns", "y")]})),),
+             (Insert(S, 2, _branch("package.one_turn", {"0": _count("package.no_turns", "x"),
+                                                        "-0": _count("package.no_turns", "y")})),),
              'pipeline.workflow.steps[2].cases["-0"]', "two cases for one integer"),
     Mutation("D35", "kv_decoder", (Set((*BRANCH, "cases"), {}),),
              "pipeline.workflow.steps[0].setup[1].cases", "no cases"),
@@ -236,7 +247,7 @@ MUTATIONS = (
              "phi default without a branch default"),
     Mutation("D36", "kv_decoder",
              (Set((*BRANCH, "default"),
-                  [_invoke("copy_logits", {"logits": "setup.logits"}, {"logits": "setup.copy"})]),),
+                  _invoke("copy_logits", {"logits": "setup.logits"}, {"logits": "setup.copy"})),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"]',
              "branch default without a phi default"),
     # ------------------------------------------------------------------ D37
@@ -248,13 +259,13 @@ MUTATIONS = (
                  "turns.final": {"cases": {"true": "package.no_turns"}}})), Delete((*S, 2))),
              "pipeline.workflow.steps[1].cases.true", "phi exports another value"),
     Mutation("D37", "kv_decoder",
-             (Set((*S, 1), _branch("package.once", {"true": [SESSION_LOOP]}, outputs={
+             (Set((*S, 1), _branch("package.once", {"true": SESSION_LOOP}, outputs={
                  "turns.final": {"cases": {"true": "turn_count"}}})),
               Set((*S, 2, "value"), "turns.final")),
              "pipeline.workflow.steps[1].cases.true", "cell exported under another name"),
     Mutation("D37", "kv_decoder",
              (Set((*S, 1), _branch("package.once",
-                                   {"false": [_count("package.no_turns", "extra.next")]},
+                                   {"false": _count("package.no_turns", "extra.next")},
                                    default=SESSION_TAIL)), Delete((*S, 2))),
              "pipeline.workflow.steps[1].default", "session loop in the default case"),
     # ------------------------------------------------------------------ D38
@@ -307,7 +318,25 @@ MUTATIONS = (
              "pipeline.workflow.steps[2].value", "serving emit of a shared vector"),
     Mutation("D42", "static_cache",
              (Set((*WF, "outputs", "capacity"), {"contract": {"dtype": "int64", "rank": 1,
-                                                              "shape": [1]}, "role": "tensor"}),
+                                                              "shape": [1]}, "role": "tensor",
+                                                 "stage": "pre_adapter"}),
               Insert(S, 3, _emit("package.capacity", "capacity"))),
              "pipeline.workflow.steps[3].value", "serving emit of a shared literal"),
+    # D28: a declared output port left unbound
+    Mutation("D28", "kv_decoder", (Delete((*SETUP, 2, "outputs", "done")),),
+             "pipeline.workflow.steps[0].setup[2].outputs", "declared output port left unbound"),
+    # D30: a rank-one bound must have the static shape [1]
+    Mutation("D30", "kv_decoder",
+             (Set((*WF, "inputs", "request.max_tokens"),
+                  {"contract": {"dtype": "int64", "rank": 1},
+                   "role": {"kind": "runtime", "version": "1.0", "role": "max_output_tokens"},
+                   "source": {"kind": "request"}}),),
+             "pipeline.workflow.steps[0].max_iterations", "rank-1 bound without shape [1]"),
+    # D35: a rank-one predicate must have the static shape [1]
+    Mutation("D35", "branching", (Delete((*WF, "inputs", "mode", "contract", "shape")),),
+             "pipeline.workflow.steps[1].predicate", "rank-1 predicate without shape [1]"),
+    # D39: an emitted value whose fixed extent differs from the output's
+    Mutation("D39", "events_and_appends",
+             (Set((*WF, "outputs", "latest", "contract", "shape"), ["batch", 3]),),
+             "pipeline.workflow.steps[0].steps[2].value", "emit of a fixed extent unlike the output"),
 )  # fmt: skip

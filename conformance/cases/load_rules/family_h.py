@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..mutations import Delete, DeleteFile, Mutation, Set, Symlink, WriteFile
+from ..mutations import Delete, DeleteFile, Insert, Mutation, Set, Symlink, WriteFile
 
 WF = ("pipeline", "workflow")
 CAPS = (*WF, "manifest", "capabilities")
@@ -51,6 +51,22 @@ def _projector_with_escaping_data() -> bytes:
 ESCAPING_PROJECTOR = _projector_with_escaping_data()
 assert onnx.load_from_string(ESCAPING_PROJECTOR).graph.initializer[0].external_data
 
+IMAGE_TRANSFORMS = ("preprocessing", "image", "transforms")
+ORT_WEIGHTS = {
+    "location": "adapters/red/adapter.onnx_adapter",
+    "loader_capability": "onnxruntime.lora-adapter@1",
+    "scale_encoding": "baked",
+    "format": "ort_genai",
+}
+# An input no step reads (so only its own contract is checked), of a dtype the format names
+# but this runtime cannot materialise.
+FLOAT8_INPUT = {
+    "contract": {"dtype": "float8_e4m3", "rank": 1, "shape": ["batch"],
+                 "batch_layout": {"kind": "request_aligned", "axis": 0}},
+    "role": {"kind": "opaque"},
+    "source": {"kind": "application", "name": "extra"},
+}  # fmt: skip
+
 MUTATIONS = (
     # ---------------------------------------------------------------- H72 derived capabilities
     Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "serving_service_contract")),),
@@ -93,15 +109,66 @@ MUTATIONS = (
              "escaping adapter artifact"),
     Mutation("H74", "kv_decoder", (DeleteFile("inference_metadata.yaml"),),
              "<document>", "no metadata file"),
-    Mutation("H74", "kv_decoder", (Delete(("pipeline",)),),
+    Mutation("H74", "kv_decoder",
+             (Delete(("pipeline",)), Delete(("generation",)), Delete(("profiles",))),
              "pipeline", "no pipeline"),
+    # ---------------------------------------------------------------- H93 unsupported features
+    Mutation("H93", "media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "patchify", "patch_size": 2,
+                                                           "outputs": ["patches"]}),),
+             "preprocessing.image.transforms[3].op", "image operation not implemented"),
+    Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 1, "mode"), "pad"),),
+             "preprocessing.image.transforms[1].op", "resize mode other than stretch"),
+    Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 2, "mean"), [0.5, 0.5, 0.5]),),
+             "preprocessing.image.transforms[2].op", "parameter the operation does not take"),
+    Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
+             "generation.defaults.num_beams", "beam search default"),
+    Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
+             "generation.defaults.repetition_penalty", "repetition penalty default"),
+    Mutation("H93", "kv_decoder",
+             (Set(("profiles", "embed"), {"kind": "embedding", "version": "1",
+                                          "outputs": {"embeddings": "tokens"},
+                                          "pooling": {"kind": "mean", "axis": 1}}),),
+             "profiles.embed.pooling", "profile pooling"),
+    Mutation("H93", "kv_decoder",
+             (Set(("profiles", "chat", "kind"), "transcription"),
+              Set(("profiles", "chat", "decoding"),
+                  {"kind": "greedy", "time_axis": 1, "class_axis": 2})),
+             "profiles.chat.decoding", "profile decoding"),
+    Mutation("H93", "lora", (Set(("adapters", "portable_fallback"), False),),
+             "adapters.portable_fallback", "adapters without the portable fallback"),
+    Mutation("H93", "lora",
+             (Set(("adapters", "artifacts", "red", "weights"), [ORT_WEIGHTS]),
+              WriteFile("adapters/red/adapter.onnx_adapter", b"ort lora adapter bytes")),
+             "adapters.artifacts.red.weights", "adapter weights only in ort_genai"),
+    Mutation("H93", "kv_decoder",
+             (Set((*WF, "serving", "state_service", "groups", "kv_cache", "aliasing"),
+                  "required"),),
+             "pipeline.workflow.serving.state_service.groups.kv_cache.aliasing",
+             "state that only works aliased"),
+    Mutation("H93", "kv_decoder", (Set(("hardware_requirements", "required_dtypes", 1), "int4"),),
+             "hardware_requirements.required_dtypes[1]", "required dtype it cannot compute"),
+    Mutation("H93", "kv_decoder", (Set((*WF, "inputs", "request.extra"), FLOAT8_INPUT),),
+             'pipeline.workflow.inputs["request.extra"].contract.dtype',
+             "dtype without an array type"),
     # ---------------------------------------------------------------- H91 bare decoders
-    Mutation("H91", "model_io_decoder", (Set(("model", "layers"), 2),),
-             "model.layers", "unknown model key"),
+    Mutation("H91", "model_io_decoder", (WriteFile("spare.onnx", b""),),
+             "model.io", "a second ONNX graph in the folder"),
     Mutation("H91", "model_io_decoder", (Set(("model", "io", "logits_output"), "scores"),),
              "model.io.logits_output", "logits output the graph lacks"),
     Mutation("H91", "model_io_decoder", (Delete(("model", "io", "kv_outputs", 1)),),
              "model.io.kv_outputs", "unpaired KV names"),
     Mutation("H91", "model_io_decoder", (Set(("model", "io", "position_ids_input"), "pos"),),
              "model.io.position_ids_input", "position input the graph lacks"),
+    # ---------------------------------------------------------------- H93 unimplemented model.io
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "inputs_embeds_input"), "inputs_embeds"),),
+             "model.io.inputs_embeds_input", "embeddings as a sequence input"),
+    Mutation("H93", "model_io_decoder", (Set(("model", "io", "kv_ownership"), "shared"),),
+             "model.io.kv_ownership", "KV owned by another graph"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "kv_layout"), "seq_major_bsnh"),),
+             "model.io.kv_layout", "sequence-major KV layout"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "state_pairs"), [{"input": "state", "output": "next"}]),),
+             "model.io.state_pairs", "recurrent state pairs"),
 )  # fmt: skip

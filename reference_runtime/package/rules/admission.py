@@ -3,6 +3,7 @@ what the runtime publishes (FORMAT.md section 9)."""
 
 from __future__ import annotations
 
+from ... import dtypes
 from ...contracts.abis import ADAPTER_ABIS, ADAPTIVE_PROPOSAL_BUDGET
 from ...support import KNOWN_CAPABILITIES
 from ..model import AdapterImplementation, BoundedRecurrence
@@ -79,6 +80,14 @@ def check(ctx: Ctx) -> None:
                 MANIFEST,
                 f"the workflow uses {cap!r} ({why}) but the manifest does not list it",
                 f"Add {cap!r} to pipeline.workflow.manifest.capabilities.",
+            )
+    hardware = md.hardware_requirements
+    for i, name in enumerate(hardware.required_dtypes or () if hardware else ()):
+        if dtypes.canonical(name) not in dtypes.ONNX_ELEM_TYPE or name == "string":
+            ctx.add(
+                "H93",
+                ("hardware_requirements", "required_dtypes", i),
+                f"the package requires dtype {name!r}, which this runtime cannot compute with",
             )
     supported = ctx.support.capabilities
     declared: dict[str, tuple] = {}

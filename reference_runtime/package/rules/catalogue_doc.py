@@ -3,9 +3,10 @@ pin each rule, so the document cannot drift from the code."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-from .catalogue import FAMILIES, RULE_LIST, RUN_RULE_LIST
+from .catalogue import FAMILIES, RULE_LIST, RUN_RULE_LIST, UPSTREAM_NOT_COVERED
 
 HEADER = """# Rule catalogue
 
@@ -17,7 +18,10 @@ follow the rejection rules of the format (the spec digest calls them rules 1-75)
 76 up are rules this runtime adds where the format is silent. A refused package lists **every**
 violation, in document order, each with its code, its location in the document, a message and
 the fix. `reference-runtime validate PKG --json` prints them as
-`{"valid": false, "violations": [{"code", "location", "message", "hint"}]}`.
+`{"valid": false, "violations": [{"code", "location", "message", "hint", "kind"}]}`, where
+`kind` is `violation` (the package breaks the format) or `unsupported` (the package is valid but
+needs a feature, capability or executor this runtime does not have: the rules marked
+**unsupported** below).
 
 Each rule below shows its minimal failing examples: an edit of one of the valid packages under
 `fixtures/packages/`, and where the refusal points. The same edits are the negative tests of
@@ -26,7 +30,53 @@ the rule (`tests/test_rule_catalogue.py`), so every example here is checked on e
 Run-time refusals (bad request values, scatter bounds, recurrence violations, missing session
 ids) are raised by the interpreter as `RunError`s with the codes listed
 [at the end](#run-time-refusals); nothing of a refused request is kept.
+
+Each rule also lists the semantic checks of the format's upstream loader (`validation.rs` of
+the pinned upstream snapshot) that it makes; the upstream checks no rule makes are listed, with
+the reason, [after the run-time refusals](#upstream-checks-no-rule-makes).
 """
+
+UPSTREAM_INTRO = """## Upstream checks no rule makes
+
+The upstream loader reports each semantic check with one message; a check is named here by its
+function and its message template (placeholders written `{{}}`). A check counts as covered when
+a load-time rule refuses every document the check refuses; the rule's section lists it.
+**{covered} of {total} upstream checks covered**; the other {missing}: {kinds}.
+
+Three differences run through the whole crosswalk and are not repeated per check:
+
+- Blank names: upstream treats a name of spaces as empty (`trim().is_empty()`); this runtime
+  refuses only the empty string, so a check counts as covered when the empty name is refused.
+- Dtype aliases (`fp32`, `fp16`, `bf16`) are the same dtype as their long names everywhere;
+  one upstream comparison (a `valid_length` emit against its output) does not fold them.
+- Port names are checked against the ports a component declares or, when it declares none,
+  its ONNX graph's (see docs/format.md, "Ports against graphs"); a non-ONNX component that
+  leaves a port map undeclared has no statically known ports there. Upstream exempts an ONNX
+  component without declared ports from most port checks and refuses every port name of a
+  component that declares none in the others.
+"""
+
+KIND_TITLES = {  # kind: (title, one, many, what the section holds)
+    "gap": (
+        "Gaps",
+        "gap",
+        "gaps",
+        "Checks this runtime should make and does not yet; each names the code it would be "
+        "refused with.",
+    ),
+    "departure": (
+        "Departures",
+        "departure",
+        "departures",
+        "Deliberate differences, documented in docs/format.md.",
+    ),
+    "internal": (
+        "Internal",
+        "internal check",
+        "internal checks",
+        "Checks of upstream's own compiled form, which no document can break.",
+    ),
+}
 
 
 def render(mutations: Iterable) -> str:
@@ -46,7 +96,10 @@ def render(mutations: Iterable) -> str:
         rules = sorted((r for r in RULE_LIST if r.family == letter), key=lambda r: int(r.code[1:]))
         for rule in rules:
             lines.append(f"### {rule.code}\n")
-            lines.append(f"**{rule.name}** ({rule.spec})\n")
+            kind = "; **unsupported**: the package is valid, this runtime lacks the feature" * (
+                rule.kind == "unsupported"
+            )
+            lines.append(f"**{rule.name}** ({rule.spec}{kind})\n")
             lines.append(f"Rule: {rule.summary}\n")
             lines.append(f"Fix: {rule.fix}\n")
             examples = by_code.get(rule.code, [])
@@ -58,9 +111,62 @@ def render(mutations: Iterable) -> str:
                 lines.append("")
             else:
                 lines.append("Examples: none yet.\n")
+            lines += _upstream_lines(rule)
     lines.append("## Run-time refusals\n")
     lines.append("| code | name | rule | fix |")
     lines.append("|---|---|---|---|")
     for rule in RUN_RULE_LIST:
         lines.append(f"| {rule.code} | {rule.name} | {rule.summary} | {rule.fix} |")
+    lines.append("")
+    lines += _not_covered_lines()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _check(ident: str) -> str:
+    """``fn: template #2`` as Markdown: the function, the template as code, the occurrence."""
+    function, _, template = ident.partition(": ")
+    occurrence = re.search(r" #([0-9]+)$", template)
+    if occurrence:
+        template = template[: occurrence.start()]
+    return f"`{function}`: `{template}`" + (f" (#{occurrence[1]})" if occurrence else "")
+
+
+def _upstream_lines(rule) -> list[str]:
+    if not rule.upstream:
+        return ["Upstream checks (validation.rs): none.\n"]
+    lines = [f"Upstream checks (validation.rs): {len(rule.upstream)}\n"]
+    lines += [f"- {_check(ident)}" for ident in rule.upstream]
+    lines.append("")
+    return lines
+
+
+def _not_covered_lines() -> list[str]:
+    by_kind: dict[str, dict[str, list[str]]] = {}
+    for ident, reason in UPSTREAM_NOT_COVERED.items():
+        kind, _, why = reason.partition(": ")
+        by_kind.setdefault(kind, {}).setdefault(why, []).append(ident)
+    covered = sum(len(rule.upstream) for rule in RULE_LIST)
+    missing = len(UPSTREAM_NOT_COVERED)
+    by_kind = {kind: by_kind[kind] for kind in KIND_TITLES if kind in by_kind}
+    counts = {kind: sum(map(len, reasons.values())) for kind, reasons in by_kind.items()}
+    kinds = ", ".join(
+        f"{n} {KIND_TITLES[kind][1] if n == 1 else KIND_TITLES[kind][2]}"
+        for kind, n in counts.items()
+    )
+    lines = [
+        UPSTREAM_INTRO.format(
+            covered=covered, total=covered + missing, missing=missing, kinds=kinds or "none"
+        )
+    ]
+    for kind, reasons in by_kind.items():
+        title, _, _, about = KIND_TITLES[kind]
+        lines.append(f"### {title}\n")
+        lines.append(f"{about}\n")
+        for why, idents in reasons.items():
+            if len(idents) == 1:
+                lines.append(f"- {_check(idents[0])}: {why}")
+                continue
+            lines.append(f"- {why[:1].upper()}{why[1:]}:")
+            lines += [f"  - {_check(ident)}" for ident in idents]
+        lines.append("")
+    return lines

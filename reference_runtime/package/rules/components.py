@@ -91,6 +91,19 @@ def check_adapter(ctx: Ctx, name: str, comp, impl: AdapterImplementation) -> Non
             _cpath(name, "contract", "bindings"),
             f"action {action!r} of {impl.abi} needs binding(s): {', '.join(missing)}",
         )
+    outputs = abi.action_outputs.get(action, ())
+    for role in abi.actions[action]:
+        port = contract.bindings.get(role)
+        if port is None:
+            continue
+        direction = "outputs" if role in outputs else "inputs"
+        if port not in getattr(comp.ports, direction):
+            ctx.add(
+                "C20",
+                _cpath(name, "contract", "bindings", role),
+                f"role {role!r} of action {action!r} is an {direction[:-1]}: it must bind a "
+                f"declared {direction[:-1]} port of {name!r}, not {port!r}",
+            )
 
 
 def check_contract_ports(ctx: Ctx, name: str, comp) -> None:
@@ -109,42 +122,50 @@ def check_contract_ports(ctx: Ctx, name: str, comp) -> None:
                     _cpath(name, "contract", "bindings", role),
                     f"contract role {role!r} is bound to {port!r}, which is not a port of {name!r}",
                 )
-    if comp.ports is not None:
-        for port in comp.ports.roles:
-            if port not in known:
-                ctx.add(
-                    "C19",
-                    _cpath(name, "ports", "roles", port),
-                    f"port role declared for {port!r}, which is not a port of {name!r}",
-                )
+    for port in comp.ports.roles:
+        if port not in known:
+            ctx.add(
+                "C19",
+                _cpath(name, "ports", "roles", port),
+                f"port role declared for {port!r}, which is not a port of {name!r}",
+            )
 
 
 def check_row_scope(ctx: Ctx, name: str, comp) -> None:
-    if comp.ports is None:
-        return
+    """C23: a component holding per-request state on request-aligned ports declares its row
+    axis; every row-scoped port reaches that axis, and request-aligned ones align on it."""
     axes = set()
     for direction in ("inputs", "outputs"):
-        for contract in (getattr(comp.ports, direction) or {}).values():
+        for contract in getattr(comp.ports, direction).values():
             if isinstance(contract.batch_layout, RequestAlignedLayout | RequestExpandedLayout):
                 axes.add(contract.batch_layout.axis)
-    if not axes:
-        return
+    state = [*comp.effects, *comp.cache_affects_state]
     if comp.row_scope is None:
-        if comp.effects:
+        if axes and state:
             ctx.add(
                 "C23",
                 _cpath(name, "row_scope"),
-                f"component {name!r} keeps state ({', '.join(comp.effects)}) on request-aligned "
+                f"component {name!r} keeps state ({', '.join(state)}) on request-aligned "
                 "ports but declares no row_scope",
             )
         return
-    if axes != {comp.row_scope.axis}:
+    axis = comp.row_scope.axis
+    if axes and axes != {axis}:
         ctx.add(
             "C23",
             _cpath(name, "row_scope", "axis"),
-            f"row_scope axis {comp.row_scope.axis} is not the request axis of the ports "
+            f"row_scope axis {axis} is not the request axis of the ports "
             f"({', '.join(map(str, sorted(axes)))})",
         )
+    for direction in ("inputs", "outputs"):
+        for port, contract in getattr(comp.ports, direction).items():
+            if contract.batch_layout.kind != "shared" and axis >= contract.rank:
+                ctx.add(
+                    "C23",
+                    _cpath(name, "row_scope", "axis"),
+                    f"row_scope axis {axis} is beyond row-scoped {direction[:-1]} port {port!r} "
+                    f"of rank {contract.rank}",
+                )
     if comp.effects and not comp.row_scope.stateful:
         ctx.add(
             "C23",
@@ -241,24 +262,36 @@ def check_manifest_abis(ctx: Ctx) -> None:
 
 
 def check_overlay_target(ctx: Ctx, name: str, comp, impl) -> None:
-    if not (isinstance(impl, AdapterImplementation) and impl.abi == "onnx-genai.parameter-overlay"):
-        return
-    if comp.contract is None:
+    """C22: a component keyed to the parameter-overlay contract (whatever implements it) names
+    an adapters target by its component and initializer."""
+    overlay_abi = (
+        isinstance(impl, AdapterImplementation) and impl.abi == "onnx-genai.parameter-overlay"
+    )
+    overlay_contract = (
+        comp.contract is not None and comp.contract.id == "onnx-genai.parameter-overlay"
+    )
+    if not overlay_contract and not (overlay_abi and comp.contract is not None):
         return
     params = comp.contract.parameters
     component, parameter = params.get("component"), params.get("parameter")
     ppath = _cpath(name, "contract", "parameters")
-    if component is None or parameter is None:
+    missing = [
+        key
+        for key, value in (("component", component), ("parameter", parameter))
+        if not isinstance(value, str) or not value.strip()
+    ]
+    if missing:
         ctx.add(
             "C22",
             ppath,
-            f"overlay {name!r} must name its target (parameters.component and parameters.parameter)",
+            f"overlay {name!r} must name its target with non-empty string parameters "
+            f"{' and '.join(missing)} (the target's component and initializer)",
         )
         return
     adapters = ctx.metadata.adapters
     targets = adapters.target_manifest.targets if adapters else ()
-    if not any(t.id == parameter and t.component == component for t in targets):
-        known = ", ".join(f"{t.component}/{t.id}" for t in targets) or "none"
+    if not any(t.initializer == parameter and t.component == component for t in targets):
+        known = ", ".join(f"{t.component}.{t.initializer}" for t in targets) or "none"
         # Point at the component when no target lives in it, else at the parameter.
         wrong = "parameter" if any(t.component == component for t in targets) else "component"
         ctx.add(
@@ -283,7 +316,7 @@ def check_sequence_role(ctx: Ctx) -> None:
         for group in wf.serving.state_service.groups.values()
     )
     comp = wf.components[name]
-    roles = set(comp.ports.roles.values()) if comp.ports else set()
+    roles = set(comp.ports.roles.values())
     if owns_attention and not roles & {"token_ids", "inputs_embeds"}:
         ctx.add(
             "C25",

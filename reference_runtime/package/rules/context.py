@@ -112,7 +112,9 @@ def is_integer_scalar(t: VType) -> bool | None:
         return True
     if t.rank == 1 and t.dims is not None:
         return t.dims[0] == 1
-    return t.rank == 1 and t.dims is None
+    if t.rank == 1:  # a contract must say shape [1]; a graph value of unknown extent may be one
+        return False if t.layout is not None else None
+    return False
 
 
 @dataclass
@@ -143,7 +145,7 @@ class Ctx:
         comp = self.component(component)
         if comp is None:
             return None
-        declared = getattr(comp.ports, direction, None) if comp.ports else None
+        declared = getattr(comp.ports, direction) or None  # empty: the graph's own ports
         if declared is not None:
             contract = declared.get(port)
             return VType.of_contract(contract) if contract is not None else None
@@ -159,7 +161,7 @@ class Ctx:
         comp = self.component(component)
         if comp is None:
             return None
-        declared = getattr(comp.ports, direction, None) if comp.ports else None
+        declared = getattr(comp.ports, direction) or None  # empty: the graph's own ports
         if declared is not None:
             return list(declared)
         graph = self.graphs.get(component)

@@ -116,11 +116,9 @@ def check_graph_ports(ctx: Ctx, name: str, comp, graph) -> None:
             f"graph of {name!r} has {graph.unnamed_inputs} unnamed input(s) and "
             f"{graph.unnamed_outputs} unnamed output(s); every graph value needs a name",
         )
-    if comp.ports is None:
-        return
     for direction, values in (("inputs", graph.inputs), ("outputs", graph.outputs)):
         declared = getattr(comp.ports, direction)
-        if declared is None:
+        if not declared:  # no declared ports: the graph's own are used
             continue
         for port, contract in declared.items():
             ppath = (*cpath, "ports", direction, port)

@@ -16,6 +16,7 @@ from ..model import (
 from .context import Ctx, walk_nodes
 
 PRESENCE_REQUEST_ROLES = ("media", "constraint", "session_id")
+WAV_SOURCE_DTYPES = ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 
 
 def check_contracts(ctx: Ctx) -> None:
@@ -44,6 +45,20 @@ def check_contracts(ctx: Ctx) -> None:
                 "B08",
                 (*node.path, "dtype"),
                 "string tensors are not workflow values (tokenise text at the API boundary)",
+            )
+        elif node.dtype not in dtypes.TENSOR_DTYPES:
+            ctx.add(
+                "B08",
+                (*node.path, "dtype"),
+                f"{node.dtype!r} is not a tensor dtype of the format (one of: "
+                f"{', '.join(sorted(dtypes.TENSOR_DTYPES))})",
+            )
+        elif dtypes.canonical(node.dtype) not in dtypes.ONNX_ELEM_TYPE:
+            ctx.add(
+                "H93",
+                (*node.path, "dtype"),
+                f"dtype {node.dtype!r} is a name of the format but this runtime has no ONNX "
+                "element type or array type for it",
             )
 
 
@@ -143,30 +158,35 @@ def check_outputs(ctx: Ctx) -> None:
         path = ("pipeline", "workflow", "outputs", name)
         if out.media is not None:
             media = out.media
-            dtype = dtypes.canonical(out.contract.dtype)
+            mpath = (*path, "media")
+            dtype = out.contract.dtype
             if out.role != "audio":
                 ctx.add(
                     "B14",
-                    (*path, "media"),
+                    mpath,
                     f"output {name!r} has role {out.role!r}; media blocks describe audio outputs",
                 )
-            elif out.stage == "pre_adapter" and dtype not in ("float32", "float16"):
-                ctx.add(
-                    "B14",
-                    (*path, "contract", "dtype"),
-                    f"pre-adapter audio {name!r} must hold float samples, not {dtype}",
-                )
-            elif out.stage == "post_adapter" and (dtype != "uint8" or out.contract.rank != 1):
-                ctx.add(
-                    "B14",
-                    (*path, "contract"),
-                    f"post-adapter audio {name!r} holds the encoded {media.container} bytes: "
-                    f"uint8 of rank 1, not {dtype} of rank {out.contract.rank}",
-                )
-            if media.source_sample_rate_hz is not None and media.source_sample_rate_hz <= 0:
-                ctx.add(
-                    "B14", (*path, "media", "source_sample_rate_hz"), "sample rate must be positive"
-                )
+            for key in ("sample_rate_hz", "source_sample_rate_hz", "channels"):
+                if getattr(media, key) == 0:
+                    ctx.add("B14", (*mpath, key), f"media.{key} must be greater than zero")
+            for key in ("sample_rate_hz", "channels"):
+                if getattr(media, key) is None:
+                    ctx.add("B14", mpath, f"an audio media contract must declare {key}")
+            if media.container == "wav":
+                if out.stage == "post_adapter" and dtype != "uint8":
+                    ctx.add(
+                        "B14",
+                        (*path, "contract", "dtype"),
+                        f"post-adapter WAV output {name!r} holds encoded bytes: its dtype must be "
+                        f"uint8, not {dtype}",
+                    )
+                if out.stage == "pre_adapter" and dtype not in WAV_SOURCE_DTYPES:
+                    ctx.add(
+                        "B14",
+                        (*path, "contract", "dtype"),
+                        f"pre-adapter WAV source {name!r} must hold floating-point samples, "
+                        f"not {dtype}",
+                    )
         if out.role == "image" and out.value_range is None:
             ctx.add(
                 "B15",

@@ -78,8 +78,14 @@ def check_region_effects(ctx: Ctx, spec) -> None:
         return
     width = spec.max_proposal_width
     reported: set[str] = set()
-    for region in _innermost_regions(ctx.flow.loops, spec.proposer, spec.target):
-        for comp_name in sorted(region.components):
+    # the components of each innermost loop invoking both proposer and target; without such a
+    # loop there is no iterated region and the two components alone are constrained
+    regions = [
+        region.components
+        for region in _innermost_regions(ctx.flow.loops, spec.proposer, spec.target)
+    ] or [{spec.proposer, spec.target}]
+    for components in regions:
+        for comp_name in sorted(components):
             comp = wf.components.get(comp_name)
             for effect in comp.effects if comp else ():
                 domain = wf.effects.get(effect)
@@ -92,9 +98,7 @@ def check_region_effects(ctx: Ctx, spec) -> None:
                 if not ok:
                     reported.add(effect)
                     have = (
-                        "declares no speculation_safety"
-                        if safety is None
-                        else f"is rewindable to depth {safety.max_depth}"
+                        f"is rewindable to depth {safety.max_depth}"
                         if isinstance(safety, RewindableSafety)
                         else f"is `speculation_safety: {{kind: {safety.kind}}}`"
                     )
@@ -133,20 +137,20 @@ def check_chained(ctx: Ctx, spec, chained: ChainedProposal) -> None:
         )
     seen: set[str] = set()
     for i, rec in enumerate(chained.recurrent):
-        rpath = (*path, "recurrent", i, "cell")
-        if rec.cell in seen:
-            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} is listed twice")
+        rpath = (*path, "recurrent", i, "state")
+        if rec.state in seen:
+            ctx.add("F62", rpath, f"recurrent cell {rec.state!r} is listed twice")
             continue
-        seen.add(rec.cell)
-        if rec.cell not in wf.state:
-            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} is not declared under state")
+        seen.add(rec.state)
+        if rec.state not in wf.state:
+            ctx.add("F62", rpath, f"recurrent cell {rec.state!r} is not declared under state")
             continue
-        if rec.cell not in spec.rollback_state:
-            ctx.add("F62", rpath, f"recurrent cell {rec.cell!r} must also be in rollback_state")
+        if rec.state not in spec.rollback_state:
+            ctx.add("F62", rpath, f"recurrent cell {rec.state!r} must also be in rollback_state")
         aliases = [
             a
             for group in _groups(ctx).values()
-            if (a := group.ports.get(spec.proposer, {}).get(rec.cell)) is not None
+            if (a := group.ports.get(spec.proposer, {}).get(rec.state)) is not None
         ]
         if not any(
             a.access == "read_write" and a.input == rec.input and a.output == rec.output
@@ -161,7 +165,7 @@ def check_chained(ctx: Ctx, spec, chained: ChainedProposal) -> None:
             ctx.add(
                 "F62",
                 rpath,
-                f"recurrent cell {rec.cell!r} needs a read_write alias {rec.input!r} -> "
+                f"recurrent cell {rec.state!r} needs a read_write alias {rec.input!r} -> "
                 f"{rec.output!r} under serving groups' ports.{spec.proposer}{have}",
             )
     if chained.folded_carry_output is not None:

@@ -56,13 +56,15 @@ def check_cells(ctx: Ctx) -> None:
                 )
             if s.ttl_seconds is not None:
                 ctx.add(
-                    "E46", (*spath, "ttl_seconds"), "session time-to-live is not part of the format"
+                    "E46",
+                    (*spath, "ttl_seconds"),
+                    "a session time-to-live is not supported (sessions live until closed)",
                 )
-            if s.optimistic_metadata_version is not None:
+            if s.optimistic_metadata_version:
                 ctx.add(
                     "E46",
                     (*spath, "optimistic_metadata_version"),
-                    "optimistic metadata versions are not part of the format",
+                    "optimistic metadata versioning of sessions is not supported",
                 )
             if s.continuation is not None:
                 continuations.append(name)
@@ -208,6 +210,12 @@ def check_serving(ctx: Ctx) -> None:
     if serving is None:
         return
     root = ctx.flow.root if ctx.flow else None
+    if not serving.state_service.groups:
+        ctx.add(
+            "E50",
+            (*SERVING, "state_service", "groups"),
+            "serving.state_service.groups must declare at least one bound state group",
+        )
     for key, want in (("active", "bool"), ("done", "bool"), ("accepted_len", "integer")):
         name = getattr(serving, key)
         if name is None:
@@ -273,15 +281,36 @@ def check_groups(ctx: Ctx) -> None:
                     (*gpath, key),
                     f"{key} {ref!r} of group {gname!r} must name an integer state cell",
                 )
-        caps = group.capabilities
-        if caps is not None:
-            for i, target in enumerate(caps.cascade):
-                if target not in groups:
+            elif key == "logical_lengths":
+                cell = wf.state[ref]
+                if cell.contract.rank != 1:
                     ctx.add(
                         "E51",
-                        (*gpath, "capabilities", "cascade", i),
-                        f"group {gname!r} cascades to unknown group {target!r}",
+                        (*gpath, key),
+                        f"logical_lengths cell {ref!r} of group {gname!r} must be rank one (one "
+                        f"length per row), not rank {cell.contract.rank}",
                     )
+                if cell.class_ != "semantic":
+                    ctx.add(
+                        "E51",
+                        (*gpath, key),
+                        f"logical_lengths cell {ref!r} of group {gname!r} must be semantic "
+                        "(lengths are checkpointed and replayed with the state)",
+                    )
+        if group.aliasing == "required":
+            ctx.add(
+                "H93",
+                (*gpath, "aliasing"),
+                f"group {gname!r} declares `aliasing: required` (its components only work when "
+                "present is written into past); this runtime never aliases state buffers",
+            )
+        for i, target in enumerate(group.capabilities.cascade):
+            if target not in groups:
+                ctx.add(
+                    "E51",
+                    (*gpath, "capabilities", "cascade", i),
+                    f"group {gname!r} cascades to unknown group {target!r}",
+                )
         check_group_ports(ctx, gname, group, members)
         check_update(ctx, gname, group, members)
 

@@ -221,40 +221,44 @@ class _Walker:
     def collect(self, steps, path: DocPath) -> None:
         """Note every name the steps define (to tell a late definition from a missing one)."""
         for i, step in enumerate(steps):
-            here = (*path, i)
-            if isinstance(step, InvokeStep):
-                for port, value in step.outputs.items():
-                    self.later.setdefault(value, (*here, "outputs", port))
-            elif isinstance(step, LoopStep):
-                self.collect(step.setup, (*here, "setup"))
-                for carry in step.carried:
-                    self.carriers.setdefault(carry.cell, here)
-                if step.iteration is not None:
-                    self.later.setdefault(step.iteration.value, (*here, "iteration", "value"))
-                self.collect(step.steps, (*here, "steps"))
-            elif isinstance(step, BranchStep):
-                for key, arm in step.cases.items():
-                    self.collect(arm, (*here, "cases", key))
-                if step.default is not None:
-                    self.collect(step.default, (*here, "default"))
-                for name in step.outputs:
-                    self.later.setdefault(name, (*here, "outputs", name))
-            elif isinstance(step, SequenceStep):
-                self.collect(step.steps, (*here, "steps"))
+            self.collect_one(step, (*path, i))
+
+    def collect_one(self, step, here: DocPath) -> None:
+        if isinstance(step, InvokeStep):
+            for port, value in step.outputs.items():
+                self.later.setdefault(value, (*here, "outputs", port))
+        elif isinstance(step, LoopStep):
+            self.collect(step.setup, (*here, "setup"))
+            for carry in step.carried:
+                self.carriers.setdefault(carry.cell, here)
+            if step.iteration is not None:
+                self.later.setdefault(step.iteration.value, (*here, "iteration", "value"))
+            self.collect(step.steps, (*here, "steps"))
+        elif isinstance(step, BranchStep):
+            for key, arm in step.cases.items():
+                self.collect_one(arm, (*here, "cases", key))
+            if step.default is not None:
+                self.collect_one(step.default, (*here, "default"))
+            for name in step.outputs:
+                self.later.setdefault(name, (*here, "outputs", name))
+        elif isinstance(step, SequenceStep):
+            self.collect(step.steps, (*here, "steps"))
 
     def steps(self, steps, scope: Scope, path: DocPath, guards: frozenset) -> None:
         for i, step in enumerate(steps):
-            here = (*path, i)
-            if isinstance(step, InvokeStep):
-                self.invoke(step, scope, here, guards)
-            elif isinstance(step, LoopStep):
-                self.loop(step, scope, here, guards)
-            elif isinstance(step, BranchStep):
-                self.branch(step, scope, here, guards)
-            elif isinstance(step, EmitStep):
-                self.emit(step, scope, here, guards)
-            elif isinstance(step, SequenceStep):
-                self.steps(step.steps, scope, (*here, "steps"), guards)
+            self.step(step, scope, (*path, i), guards)
+
+    def step(self, step, scope: Scope, here: DocPath, guards: frozenset) -> None:
+        if isinstance(step, InvokeStep):
+            self.invoke(step, scope, here, guards)
+        elif isinstance(step, LoopStep):
+            self.loop(step, scope, here, guards)
+        elif isinstance(step, BranchStep):
+            self.branch(step, scope, here, guards)
+        elif isinstance(step, EmitStep):
+            self.emit(step, scope, here, guards)
+        elif isinstance(step, SequenceStep):
+            self.steps(step.steps, scope, (*here, "steps"), guards)
 
     # ------------------------------------------------------------------ invoke
 
@@ -296,8 +300,8 @@ class _Walker:
         ctx = self.ctx
         name = step.component
         kind = comp.implementation.kind
-        declared_in = comp.ports.inputs if comp.ports else None
-        declared_out = comp.ports.outputs if comp.ports else None
+        declared_in = comp.ports.inputs or None  # empty: the graph's own ports
+        declared_out = comp.ports.outputs or None
         graph = ctx.graphs.get(name)
         in_names = ctx.port_names(name, "inputs")
         out_names = ctx.port_names(name, "outputs")
@@ -337,6 +341,19 @@ class _Walker:
                 "Bind every required port (declare a port `optional: true` to allow "
                 "leaving it unbound).",
             )
+        if declared_out is not None:
+            unbound = [
+                p for p, c in declared_out.items() if not c.optional and p not in step.outputs
+            ]
+            if unbound:
+                ctx.add(
+                    "D28",
+                    (*path, "outputs"),
+                    f"invoke of {name!r} leaves declared output port(s) unbound: "
+                    f"{', '.join(unbound)}",
+                    "Bind every declared output port to a value (declare a port `optional: true` "
+                    "to allow leaving it unbound).",
+                )
         for port, d in bound.items():
             expected = ctx.port_type(name, port, "inputs")
             if d is not None and expected is not None:
@@ -398,24 +415,23 @@ class _Walker:
             self.flow.carried.setdefault(carry.cell, []).append(cpath)
             expected = VType.of_contract(cell.contract)
             cell_path = ("pipeline", "workflow", "state", carry.cell)
-            if cell.initializer is not None:
-                d = scope.lookup(cell.initializer)
-                if d is None:
-                    ctx.add(
-                        "D33",
-                        (*cell_path, "initializer"),
-                        f"initializer {cell.initializer!r} of cell {carry.cell!r} is not visible "
-                        f"where the loop at {format_location(path)} starts",
-                    )
-                else:
-                    self.use(scope, cell.initializer, (*cell_path, "initializer"), guards)
-                    self.check_type(
-                        "D33",
-                        (*cell_path, "initializer"),
-                        d,
-                        expected,
-                        f"initializer of cell {carry.cell!r}",
-                    )
+            d = scope.lookup(cell.initializer)
+            if d is None:
+                ctx.add(
+                    "D33",
+                    (*cell_path, "initializer"),
+                    f"initializer {cell.initializer!r} of cell {carry.cell!r} is not visible "
+                    f"where the loop at {format_location(path)} starts",
+                )
+            else:
+                self.use(scope, cell.initializer, (*cell_path, "initializer"), guards)
+                self.check_type(
+                    "D33",
+                    (*cell_path, "initializer"),
+                    d,
+                    expected,
+                    f"initializer of cell {carry.cell!r}",
+                )
             if carry.initial is not None:
                 d = scope.lookup(carry.initial)
                 if d is None:
@@ -433,13 +449,6 @@ class _Walker:
                         expected,
                         f"initial value of cell {carry.cell!r}",
                     )
-            if cell.initializer is None and carry.initial is None and cell.scope != "session":
-                ctx.add(
-                    "D33",
-                    cpath,
-                    f"carried cell {carry.cell!r} has no start value (no `initial`, no "
-                    "`initializer`)",
-                )
             self.recurrence_bounds(carry.cell, cell, scope)
 
         cw_path = (*path, "continue_when")
@@ -584,7 +593,10 @@ class _Walker:
         if pred is not None and pred.vtype.dtype is not None:
             t = pred.vtype
             ok_dtype = t.dtype == "bool" or t.dtype == "int64"
-            ok_shape = t.rank == 0 or (t.rank == 1 and (t.dims is None or t.dims[0] == 1))
+            # a rank-one predicate has the static shape [1] (a contract must say so)
+            ok_shape = t.rank == 0 or (
+                t.rank == 1 and (t.dims[0] == 1 if t.dims is not None else t.layout is None)
+            )
             if not ok_dtype or not ok_shape:
                 ctx.add(
                     "D35",
@@ -616,14 +628,16 @@ class _Walker:
         arms = [(k, v, (*path, "cases", k)) for k, v in step.cases.items()]
         if step.default is not None:
             arms.append(("default", step.default, (*path, "default")))
-        for key, steps, apath in arms:
+        case_guards: dict[str, frozenset] = {}
+        for key, arm, apath in arms:
             child = Scope(scope, f"case {key}")
             g = guards
             if key == "true" and pred is not None and pred.origin == "presence":
                 g = guards | {pred.name}
+            case_guards[key] = g
             before_carried = {c: len(p) for c, p in self.flow.carried.items()}
             before_emits = len(self.flow.emits)
-            self.steps(steps, child, apath, g)
+            self.step(arm, child, apath, g)
             emitting |= len(self.flow.emits) > before_emits
             case_scopes[key] = child
             case_cells[key] = {
@@ -671,6 +685,7 @@ class _Walker:
                         f"phi {name!r}: {src!r} is not visible at the end of case {key!r}",
                     )
                     continue
+                self.use(child, src, spath, case_guards.get(key, guards))  # B13 for a phi too
                 if first is None:
                     first = d
                 elif why := mismatch(d.vtype, first.vtype):
@@ -766,12 +781,24 @@ class _Walker:
                 )
             if output is not None:
                 expected = VType.of_contract(output.contract)
-                for why in _dtype_rank_mismatch(t, expected):
+                problems = _dtype_rank_mismatch(t, expected)
+                for why in problems:
                     ctx.add(
                         "D39",
                         (*path, "value"),
                         f"emit of {value.name!r} into {step.output!r}: the value has {why}",
                     )
+                if not problems and t.dims is not None and expected.dims is not None:
+                    # fixed extents must agree, except on a valid_length emit's prefix axis
+                    prefix = t.rank - 1 if step.valid_length is not None else None
+                    for axis, (a, e) in enumerate(zip(t.dims, expected.dims, strict=False)):
+                        if axis != prefix and isinstance(a, int) and isinstance(e, int) and a != e:
+                            ctx.add(
+                                "D39",
+                                (*path, "value"),
+                                f"emit of {value.name!r} into {step.output!r}: axis {axis} is "
+                                f"{a} but the output's contract fixes it to {e}",
+                            )
                 # Every emit's layout must equal its output's, so emits into one output can
                 # never mix layouts: one check covers both halves of format rule 40.
                 if not same_layout(t.layout, output.contract.batch_layout):
