@@ -135,7 +135,7 @@ def _validated(root, support, metadata_path, document, violations):
     revision, refused = revisions.select(document)
     if refused is not None:  # another revision of the format: never read as this one
         return [refused], None
-    violations += schema_violations(document)
+    violations += schema_violations(document, revision.schema)
     if violations:
         return _sorted(document, violations), None
     metadata: Metadata = build(revision.root, document)

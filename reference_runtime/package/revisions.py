@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import Violation
 from . import model
+from .schema import SCHEMA_PATH
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Revision:
     spellings: tuple  # the documented schema_version values that select it (None: absent)
     upstream: str  # the upstream snapshot it follows
     root: type  # the typed model's root class
+    schema: Path  # the JSON Schema derived from that model
 
 
 V1 = Revision(
@@ -30,6 +33,7 @@ V1 = Revision(
     spellings=(None, "v1", "1.0"),
     upstream="onnx-genai snapshot ac9c7dd06 (2026-08-22)",
     root=model.Metadata,
+    schema=SCHEMA_PATH,
 )
 
 REVISIONS: tuple[Revision, ...] = (V1,)
@@ -49,7 +53,7 @@ def select(document: dict) -> tuple[Revision | None, Violation | None]:
         if version in revision.spellings:
             return revision, None
     if not isinstance(version, str):
-        return None, None  # a wrong type: the schema reports it (A05)
+        return REVISIONS[-1], None  # a wrong type: the schema reports it (A05)
     m = _VERSION.match(version.strip())
     if m is None:
         return None, Violation(

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
+from pathlib import Path
 
 import jsonschema
 
 from ..errors import Violation
 from .rules.catalogue import hint_for
-from .schema import published_schema
+from .schema import SCHEMA_PATH
 
 _VALUE_KEYWORDS_INHERITED = ("items", "additionalProperties", "propertyNames")
 
 
 @functools.cache
-def _validator() -> jsonschema.Draft202012Validator:
-    schema = published_schema()
+def _validator(schema_path: Path = SCHEMA_PATH) -> jsonschema.Draft202012Validator:
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
@@ -49,8 +51,8 @@ def _schema_trail(root: dict, schema_path) -> list[tuple[object, dict]]:
     return trail
 
 
-def _rule_for(error: jsonschema.ValidationError, default: str) -> str:
-    trail = _schema_trail(_validator().schema, error.absolute_schema_path)
+def _rule_for(error: jsonschema.ValidationError, default: str, root: dict) -> str:
+    trail = _schema_trail(root, error.absolute_schema_path)
     key, final = trail[-1]
     if "x-rule" in final:
         return final["x-rule"]
@@ -82,7 +84,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violation]:
+def _violations_for(error: jsonschema.ValidationError, seen: set, root: dict) -> list[Violation]:
     path = tuple(error.absolute_path)
     kw = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
@@ -124,7 +126,7 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
     if "propertyNames" in error.absolute_schema_path:
         # jsonschema reports the object holding the key; point at the key itself.
         key = error.instance
-        code = _rule_for(error, "A05")
+        code = _rule_for(error, "A05", root)
         if kw == "enum":
             message = f"{key!r} is not one of: {', '.join(map(str, error.validator_value))}"
         elif kw == "pattern":
@@ -144,7 +146,7 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
             )
             return out
         allowed = schema.get("enum", [schema.get("const")])
-        code = _rule_for(error, "A04")
+        code = _rule_for(error, "A04", root)
         close = difflib.get_close_matches(str(error.instance), [str(a) for a in allowed], n=1)
         hint = hint_for(code)
         if close:
@@ -156,7 +158,7 @@ def _violations_for(error: jsonschema.ValidationError, seen: set) -> list[Violat
             hint,
         )
         return out
-    code = _rule_for(error, "A05")
+    code = _rule_for(error, "A05", root)
     value = error.instance
     if kw == "type" and isinstance(value, list) and _is_branch_arm(path):
         # upstream: a case (and the default) is one step, not a list of steps
@@ -206,10 +208,12 @@ def _is_branch_arm(path: tuple) -> bool:
     return bool(path) and path[-1] == "default" and "steps" in path
 
 
-def schema_violations(document: dict) -> list[Violation]:
-    """Every structural violation of ``document`` (unsorted; the caller orders them)."""
+def schema_violations(document: dict, schema_path: Path = SCHEMA_PATH) -> list[Violation]:
+    """Every structural violation of ``document`` against the schema of its revision
+    (unsorted; the caller orders them)."""
     seen: set = set()
     out: list[Violation] = []
-    for error in _validator().iter_errors(document):
-        out += _violations_for(error, seen)
+    validator = _validator(schema_path)
+    for error in validator.iter_errors(document):
+        out += _violations_for(error, seen, validator.schema)
     return out
