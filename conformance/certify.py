@@ -4,8 +4,9 @@
                         [--jobs N] [--suite NAME]...
     conformance show CASE_ID --dest DIR
 
-Exit status 0 iff no required case failed (and, with ``--strict``, the expectations file is
-exact: every entry matches a case that fails).
+Exit status 0 iff no required case failed and the run has no fatal :class:`Problem` (with
+``--strict``, every problem is fatal: the expectations file must be exact, every entry matching a
+case that fails).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import traceback
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -42,6 +44,29 @@ class Result:
     got: str
     seconds: float
     reason: str = ""  # the expectation's reason for expected failures / why not applicable
+
+
+class ProblemKind(str, Enum):
+    """What can be wrong with a run besides failed cases. A fatal kind fails the run always;
+    the others fail it only under ``--strict``."""
+
+    UNKNOWN_EXPECTATION = "unknown_expectation"  # an expectation names no case
+    STALE_EXPECTATION = "stale_expectation"  # a case expected to fail passed
+    EMPTY_SUITE_TRIPWIRE = "empty_suite_tripwire"  # the catalogue is below its recorded minimum
+    RESULT_COUNT_MISMATCH = "result_count_mismatch"  # not one result per selected case
+
+    @property
+    def fatal(self) -> bool:
+        return self in (ProblemKind.EMPTY_SUITE_TRIPWIRE, ProblemKind.RESULT_COUNT_MISMATCH)
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: ProblemKind
+    message: str
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.value, "message": self.message}
 
 
 def judge(runtime, case: Case, features: set[str]) -> Result:
@@ -107,11 +132,11 @@ def certify(spec: str, expectations: dict[str, str], jobs: int, suites: set[str]
     return header, results
 
 
-def report_json(header: dict, results: list[Result], problems: list[str]) -> dict:
+def report_json(header: dict, results: list[Result], problems: list[Problem]) -> dict:
     return {
         **header,
         "summary": dict(Counter(r.status for r in results)),
-        "problems": problems,
+        "problems": [p.to_json() for p in problems],
         "cases": [
             {
                 "id": r.case.id,
@@ -130,7 +155,7 @@ def report_json(header: dict, results: list[Result], problems: list[str]) -> dic
     }
 
 
-def report_markdown(header: dict, results: list[Result], problems: list[str]) -> str:
+def report_markdown(header: dict, results: list[Result], problems: list[Problem]) -> str:
     lines = [f"# Conformance report: `{header['runtime']}`", ""]
     described = header["described"]
     lines.append(f"- runtime: {described.get('name')} {described.get('version', '')}".rstrip())
@@ -155,7 +180,7 @@ def report_markdown(header: dict, results: list[Result], problems: list[str]) ->
     lines.append("")
     if problems:
         lines.append("## Problems with this run")
-        lines += [f"- {p}" for p in problems] + [""]
+        lines += [f"- `{p.kind.value}`: {p.message}" for p in problems] + [""]
     failures = [r for r in results if r.status == "failed"]
     lines.append(f"## Failures ({len(failures)})")
     lines.append("")
@@ -192,22 +217,44 @@ def report_junit(header: dict, results: list[Result]) -> str:
     return "\n".join(out) + "\n"
 
 
-def check_run(header: dict, results: list[Result], expectations: dict, suites) -> list[str]:
+def check_run(header: dict, results: list[Result], expectations: dict, suites) -> list[Problem]:
     problems = []
     ids = {r.case.id for r in results}
     for case_id in expectations:
         if case_id not in ids:
-            problems.append(f"expectation {case_id!r} matches no case")
+            problems.append(
+                Problem(ProblemKind.UNKNOWN_EXPECTATION, f"expectation {case_id!r} matches no case")
+            )
     for r in results:
         if r.case.id in expectations and r.status == "passed":
-            problems.append(f"expectation {r.case.id!r} is listed as failing but passed")
+            problems.append(
+                Problem(
+                    ProblemKind.STALE_EXPECTATION,
+                    f"expectation {r.case.id!r} is listed as failing but passed",
+                )
+            )
     if suites is None and header["catalogue_size"] < MIN_CASES:
         problems.append(
-            f"the catalogue holds {header['catalogue_size']} cases, fewer than {MIN_CASES}"
+            Problem(
+                ProblemKind.EMPTY_SUITE_TRIPWIRE,
+                f"the catalogue holds {header['catalogue_size']} cases, fewer than {MIN_CASES}",
+            )
         )
     if len(results) != header["selected"]:
-        problems.append(f"{len(results)} results for {header['selected']} selected cases")
+        problems.append(
+            Problem(
+                ProblemKind.RESULT_COUNT_MISMATCH,
+                f"{len(results)} results for {header['selected']} selected cases",
+            )
+        )
     return problems
+
+
+def exit_status(results: list[Result], problems: list[Problem], strict: bool) -> int:
+    """1 when a case failed, a problem is fatal, or (``strict``) there is any problem; else 0."""
+    failed = any(r.status == "failed" for r in results)
+    fatal = any(p.kind.fatal or strict for p in problems)
+    return 1 if failed or fatal else 0
 
 
 def cmd_certify(args) -> int:
@@ -229,12 +276,9 @@ def cmd_certify(args) -> int:
     for status in STATUSES:
         print(f"{status:<16} {total[status]}")
     for problem in problems:
-        print(f"problem: {problem}")
+        print(f"problem: {problem.message}")
     print(f"reports: {out / 'report.md'}, {out / 'report.json'}, {out / 'junit.xml'}")
-    failed = total["failed"] > 0
-    tripped = any("fewer than" in p or "results for" in p for p in problems)
-    strict_fail = args.strict and bool(problems)
-    return 1 if failed or tripped or strict_fail else 0
+    return exit_status(results, problems, args.strict)
 
 
 def cmd_show(args) -> int:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .arrays import dtype_name
+from .engine import Engine
 from .errors import PackageError, ReferenceRuntimeError, UsageError
-from .lowering import BARE_SHAPES, lower, package_shape
 from .package import validate_package
+from .package.lowering import BARE_SHAPES, lower, package_shape
 from .package.rules.catalogue import RULES
 from .support import REFERENCE_SUPPORT
 
@@ -62,7 +64,6 @@ def _validate(args) -> int:
 
 def _array_json(value) -> dict:
     array = np.asarray(value)
-    from .workflow.tensors import dtype_name
 
     return {"dtype": dtype_name(array), "shape": list(array.shape), "data": array.tolist()}
 
@@ -99,7 +100,6 @@ def _prompt(text: str | None):
 
 
 def _run(args) -> int:
-    from .engine import Engine
 
     def fail(exc: ReferenceRuntimeError, code: int) -> int:
         if args.json:
@@ -111,7 +111,9 @@ def _run(args) -> int:
         return code
 
     try:
-        engine = Engine.from_dir(args.package, executor=args.executor, device=args.device)
+        engine = Engine.from_dir(
+            args.package, executor=args.executor, device=args.device, compiled=not args.plain
+        )
         inputs = dict(_parse_input(text, engine) for text in args.input)
         overrides = {}
         for text in args.override:
@@ -214,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("package", metavar="PKG", help="the package folder")
     p.add_argument("--executor", choices=["ort", "native"], default="ort")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="run the plain interpreter (the specification path) instead of its compiled fast "
+        "path; results are the same",
+    )
     p.add_argument("--prompt", help="token rows as JSON (e.g. [[1,2,3]]) or text")
     p.add_argument(
         "--input",

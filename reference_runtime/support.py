@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# Every capability string the format defines (FORMAT.md section 9).
+# Every capability string the format defines (the upstream capability vocabulary).
 KNOWN_CAPABILITIES = frozenset(
     {
         "workflow_ssa", "linear_effects", "nested_control_flow", "loop_induction_values",

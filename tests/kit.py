@@ -128,6 +128,6 @@ def unary(op: str, dtype: str = "int64", *shape, const=None, const_dtype=None) -
 
 
 def dtypes_np(dtype: str):
-    from reference_runtime.workflow.tensors import numpy_dtype
+    from reference_runtime.arrays import numpy_dtype
 
     return numpy_dtype(dtype)

@@ -18,6 +18,9 @@ from fixtures.generators.common import dump_document, write_package
 from reference_runtime import Engine
 from reference_runtime.package import validate_package
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 EXECUTORS = ("ort", "native")
 PACKAGES = tuple(A.GENERATORS)
 
@@ -266,13 +269,13 @@ def test_positions_come_from_the_cache(executor, engines):
 @pytest.mark.parametrize("fault", ["stale", "rows_swapped", "entry_lost"])
 def test_a_mishandled_cache_changes_the_tokens(package, fault, monkeypatch):
     """Simulated runtime bugs on the carried cache: the formula's tokens no longer come out."""
-    from reference_runtime.workflow.interpreter import Interpreter
+    from reference_runtime.workflow import cells
 
-    original = Interpreter._update_carry
+    original = cells.next_value
 
-    def faulty(self, carry, old, merge, bounds, values, where):
-        if carry.name == "cache":
-            new = values[carry.next]
+    def faulty(carry, cell, grouped, values, merge, bounds, where):
+        if carry.cell == "cache":
+            old, new = values[carry.cell], values[carry.next]
             if fault == "stale":  # the prefill cache is fed again and again
                 values[carry.next] = old
             elif fault == "rows_swapped":
@@ -281,9 +284,9 @@ def test_a_mishandled_cache_changes_the_tokens(package, fault, monkeypatch):
                 lost = new.copy()
                 lost[:, :, -1, :] = 0.0
                 values[carry.next] = lost
-        return original(self, carry, old, merge, bounds, values, where)
+        return original(carry, cell, grouped, values, merge, bounds, where)
 
-    monkeypatch.setattr(Interpreter, "_update_carry", faulty)
+    monkeypatch.setattr(cells, "next_value", faulty)
     engine = Engine.from_dir(package_path(package))
     request = {"prompt_lengths": A.MIXED_LENGTHS}
     result = engine.run(prompt=A.MIXED_PROMPT, inputs=request, max_new_tokens=6)

@@ -10,7 +10,15 @@ import pytest
 from conformance.cases.catalogue import MIN_CASES, catalogue, package_features
 from conformance.cases.load_rules import BASES
 from conformance.cases.mutations import load_document
-from conformance.certify import certify, check_run, main
+from conformance.certify import (
+    Problem,
+    ProblemKind,
+    Result,
+    certify,
+    check_run,
+    exit_status,
+    main,
+)
 from conformance.protocol import decode_array, encode_array
 from conformance.runtimes.reference import ReferenceRuntime
 
@@ -136,7 +144,8 @@ def test_expectations_mark_failures_and_stale_entries_are_reported(tmp_path):
     assert statuses[failing] == "expected_fail"
     assert [statuses[c.id] for c in cases[1:]] == ["failed", "failed"]
     problems = check_run(header, results, expectations, {"fail_closed"})
-    assert any("no-such-case" in p for p in problems)
+    assert [p.kind for p in problems] == [ProblemKind.UNKNOWN_EXPECTATION]
+    assert "no-such-case" in problems[0].message
     path = tmp_path / "expect.yaml"
     path.write_text(f"{failing}: known gap\nfail_closed/no-such-case: stale\n")
     args = ["certify", "--runtime", "reference", "--suite", "acceptance",
@@ -152,3 +161,102 @@ def test_certification_needs_no_test_dependency():
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("syrupy", "hypothesis", "pytest"))
     code = f"import sys; {blocked}; import conformance.certify, reference_runtime.cli"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------ problems and the exit status
+
+FATAL = {ProblemKind.EMPTY_SUITE_TRIPWIRE, ProblemKind.RESULT_COUNT_MISMATCH}
+
+
+@pytest.mark.parametrize("kind", list(ProblemKind))
+def test_each_problem_kind_decides_the_exit_status(kind):
+    problem = Problem(kind, "whatever the message says")
+    assert kind.fatal == (kind in FATAL)
+    assert exit_status([], [problem], strict=False) == (1 if kind in FATAL else 0)
+    assert exit_status([], [problem], strict=True) == 1
+    assert exit_status([], [], strict=True) == 0
+
+
+def test_the_exit_status_reads_the_kind_never_the_message():
+    """An expectation whose case id reads like a tripwire stays a strict-only problem."""
+    header = {"catalogue_size": MIN_CASES, "selected": 0}
+    expectations = {"fail_closed/fewer than 5 results for 3": "a case id like a tripwire"}
+    problems = check_run(header, [], expectations, None)
+    assert [p.kind for p in problems] == [ProblemKind.UNKNOWN_EXPECTATION]
+    assert exit_status([], problems, strict=False) == 0
+
+
+def test_a_failed_case_fails_the_run_without_problems():
+    case = next(c for c in catalogue() if c.suite == "acceptance")
+    assert exit_status([Result(case, "failed", "", 0.0)], [], strict=False) == 1
+    for status in ("passed", "expected_fail", "not_applicable"):
+        assert exit_status([Result(case, status, "", 0.0)], [], strict=False) == 0
+
+
+def _certify_two_cases(drop_one=False):
+    """``certify`` on two acceptance cases whatever the command line selects (optionally losing
+    one result), so that the whole-catalogue checks run without running the whole catalogue."""
+    import conformance.certify as module
+
+    real = module.certify
+
+    def fake(spec, expectations, jobs, suites, progress=True, cases=None):
+        cases = [c for c in catalogue() if c.suite == "acceptance"][:2]
+        header, results = real(spec, expectations, jobs, suites, progress=False, cases=cases)
+        return header, results[1:] if drop_one else results
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    "kind, expectations, strict, code",
+    [
+        (ProblemKind.UNKNOWN_EXPECTATION, {"acceptance/no-such-package": "stale"}, False, 0),
+        (ProblemKind.UNKNOWN_EXPECTATION, {"acceptance/no-such-package": "stale"}, True, 1),
+        (ProblemKind.STALE_EXPECTATION, {"acceptance/kv_decoder": "fixed since"}, False, 0),
+        (ProblemKind.STALE_EXPECTATION, {"acceptance/kv_decoder": "fixed since"}, True, 1),
+        (None, {}, True, 0),
+    ],
+)
+def test_expectation_problems_fail_the_run_only_when_strict(
+    tmp_path, capsys, kind, expectations, strict, code
+):
+    path = tmp_path / "expect.yaml"
+    path.write_text(json.dumps(expectations))
+    args = ["certify", "--runtime", "reference", *SUITE, "--expectations", str(path),
+            "--report-dir", str(tmp_path / "r"), *(["--strict"] if strict else [])]  # fmt: skip
+    assert main(args) == code
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [p["kind"] for p in report["problems"]] == ([kind.value] if kind else [])
+    if kind:
+        (problem,) = report["problems"]
+        assert set(problem) == {"kind", "message"}
+        assert f"problem: {problem['message']}" in capsys.readouterr().out
+        assert (
+            f"- `{kind.value}`: {problem['message']}" in (tmp_path / "r" / "report.md").read_text()
+        )
+
+
+def test_a_catalogue_below_its_minimum_always_fails_the_run(tmp_path, monkeypatch):
+    import conformance.certify as module
+
+    monkeypatch.setattr(module, "certify", _certify_two_cases())
+    args = ["certify", "--runtime", "reference", "--report-dir", str(tmp_path)]
+    assert main(args) == 0  # no --suite: the whole catalogue is checked against its minimum
+    monkeypatch.setattr(module, "MIN_CASES", 10**6)
+    assert main(args) == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [p["kind"] for p in report["problems"]] == ["empty_suite_tripwire"]
+    assert report["summary"] == {"passed": 2}
+    assert main([*args, "--suite", "acceptance"]) == 0  # a selection is not the catalogue
+
+
+def test_a_lost_result_always_fails_the_run(tmp_path, monkeypatch):
+    import conformance.certify as module
+
+    monkeypatch.setattr(module, "certify", _certify_two_cases(drop_one=True))
+    assert main(["certify", "--runtime", "reference", *SUITE, "--report-dir", str(tmp_path)]) == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["problems"] == [
+        {"kind": "result_count_mismatch", "message": "1 results for 2 selected cases"}
+    ]

@@ -1,5 +1,6 @@
 """The suite has teeth: certification of the reference runtime with one deliberate fault
-injected at a time (REFERENCE_RUNTIME_FAULT) must fail, with a case that explains why.
+injected at a time (from outside the runtime: tests/runtime_faults.py) must fail, with a case
+that explains why.
 
 Each fault is certified here only on the run cases of the package that catches it (fast);
 ``python tools/fault_kill_count.py`` certifies every fault on every run case and reports the
@@ -11,7 +12,7 @@ import pytest
 
 from conformance.cases.catalogue import RUN_SUITES, catalogue
 from conformance.certify import certify
-from reference_runtime.faults import ENVIRONMENT_VARIABLE, FAULTS
+from tests.runtime_faults import FAULTS, injected
 
 # fault -> (runtime spec, a case that must fail because of it)
 CAUGHT_BY = {
@@ -43,8 +44,9 @@ def test_run_cases_are_the_run_suites_and_run_time_refusals():
     assert all(c.id.startswith("fail_closed/run/") for c in run_cases() if c.suite == "fail_closed")
 
 
-def failures(spec: str, package: str | None = None) -> dict[str, str]:
-    _, results = certify(spec, {}, 2, None, progress=False, cases=run_cases(package))
+def failures(spec: str, package: str | None = None, fault: str | None = None) -> dict[str, str]:
+    with injected(fault):
+        _, results = certify(spec, {}, 2, None, progress=False, cases=run_cases(package))
     return {r.case.id: r.got for r in results if r.status == "failed"}
 
 
@@ -60,16 +62,15 @@ CATCHING_PACKAGES = sorted({case_id.split("/")[1] for _, case_id in CAUGHT_BY.va
 
 @pytest.mark.parametrize("spec", ["reference", "reference:native"])
 @pytest.mark.parametrize("package", CATCHING_PACKAGES)
-def test_without_a_fault_the_catching_packages_pass(spec, package, monkeypatch):
-    """The control for the fault tests. (Every run case matches its golden under both executors
-    in test_goldens.py; tools/fault_kill_count.py certifies every run case fault-free first.)"""
-    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
+def test_without_a_fault_the_catching_packages_pass(spec, package):
+    """The control for the fault tests: the plain interpreter the faults are injected into
+    passes. (Every run case matches its golden under both executors and both interpreters in
+    test_goldens.py; tools/fault_kill_count.py certifies every run case fault-free first.)"""
     assert failures(spec, package) == {}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_each_injected_fault_fails_certification(fault, monkeypatch):
-    monkeypatch.setenv(ENVIRONMENT_VARIABLE, fault)
+def test_each_injected_fault_fails_certification(fault):
     spec, case_id = CAUGHT_BY[fault]
-    failed = failures(spec, package=case_id.split("/")[1])
+    failed = failures(spec, package=case_id.split("/")[1], fault=fault)
     assert case_id in failed, f"{fault} was not caught by {case_id}; failures: {sorted(failed)}"

@@ -91,8 +91,8 @@ def test_onnxruntime_cuda_gives_the_cpu_tokens(name):
 
 
 def test_host_reads_of_device_values_are_counted():
+    from reference_runtime.arrays import to_host
     from reference_runtime.counters import Counters
-    from reference_runtime.workflow.tensors import to_host
 
     class DeviceValue:  # what the host sees of a CuPy array: .get() copies it back
         def __init__(self, array):

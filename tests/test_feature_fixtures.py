@@ -19,6 +19,9 @@ from fixtures.generators import features
 from reference_runtime import Engine, PackageError, RunError
 from reference_runtime.package import load_package
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 EXECUTORS = ("ort", "native")
 PACKAGES = sorted(features.GENERATORS)
 CASES = features.RUN_CASES

@@ -249,7 +249,7 @@ def test_model_io_decoder_uses_only_upstream_keys():
 def test_lowered_decoder_is_the_lowered_model_io_decoder():
     import yaml
 
-    from reference_runtime.lowering import lower
+    from reference_runtime.package.lowering import lower
 
     stored = yaml.safe_load((_folder("lowered_decoder") / "inference_metadata.yaml").read_text())
     assert stored == yaml.safe_load(lower(_folder("model_io_decoder")))

@@ -15,7 +15,7 @@ import yaml
 from fixtures import package_path
 from reference_runtime import Engine, PackageError
 from reference_runtime.errors import RunError
-from reference_runtime.lowering import lower
+from reference_runtime.package.lowering import lower
 from tests.genai_oracle import genai_greedy
 
 GENAI = ["genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos"]

@@ -21,6 +21,7 @@ def golden(snapshot):
     return snapshot.use_extension(GoldenExtension)
 
 
+@pytest.mark.usefixtures("interpreter_mode")  # the compiled interpreter and the plain one
 @pytest.mark.parametrize("executor", ["ort", "native"])
 @pytest.mark.parametrize("case", RUN_CASES, ids=lambda c: c.id)
 def test_run_case_matches_its_golden(case, executor, golden):

@@ -1,6 +1,6 @@
-"""Per-row emits inside a loop: a row the loop predicate marks inactive appends nothing, even
-when the emit carries no `when` of its own (FORMAT.md section 6: "An inactive row appends
-nothing, with no padding"); a dense emit still publishes every row."""
+"""Per-row emits inside a loop: a row the loop predicate marks inactive appends nothing, with no
+padding, even when the emit carries no `when` of its own (docs/runtime.md, "What the
+interpreter checks while running"); a dense emit still publishes every row."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from tests.kit import (
     request_input,
     rows,
 )
+
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
 
 I64 = rows("int64")
 BOOL = rows("bool")

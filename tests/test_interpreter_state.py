@@ -21,6 +21,9 @@ from tests.kit import (
     rows,
 )
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 S1 = contract("int64", 1)
 
 
@@ -336,12 +339,12 @@ def _recurrence_error(recurrence, old_shape, new_shape, bounds, grouped=False):
     """The E57 message for one carried update (None if it passes)."""
     from types import SimpleNamespace
 
-    from reference_runtime.workflow.interpreter import Interpreter
+    from reference_runtime.workflow.cells import check_recurrence
 
     cell = SimpleNamespace(recurrence=recurrence)
     old, new = np.zeros(old_shape, np.int64), np.zeros(new_shape, np.int64)
     try:
-        Interpreter._check_recurrence(None, "c", cell, old, new, bounds, grouped, "loop")
+        check_recurrence("c", cell, old, new, bounds, grouped, "loop")
     except RunError as err:
         assert err.code == "E57"
         return err.message

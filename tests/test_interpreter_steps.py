@@ -22,6 +22,9 @@ from tests.kit import (
     rows,
 )
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 I64 = rows("int64")
 BOOL = rows("bool")
 
@@ -159,23 +162,17 @@ def test_generation_eos_ignores_predicate_without_stop_on_eos(tmp_path):
     assert full.finish_reasons == ["length"]
 
 
-def test_inactive_rows_keep_their_state(tmp_path, monkeypatch):
-    from reference_runtime.workflow import interpreter
-
+def test_inactive_rows_keep_their_state(tmp_path):
     seen = {}
-    original = interpreter._compile_carries
-
-    def compile_with_spy(carries, update):
-        store = original(carries, update)
-
-        def spy(values, merge, bounds, where):
-            store(values, merge, bounds, where)
-            seen.setdefault("n", []).append(values["n"][:, 0].tolist())
-
-        return spy
-
-    monkeypatch.setattr(interpreter, "_compile_carries", compile_with_spy)
     engine = counting_loop(tmp_path)
+    interpreter = engine._interpreter
+    original = interpreter.next_cells
+
+    def spy(step, frame, merge, bounds, where):
+        original(step, frame, merge, bounds, where)
+        seen.setdefault("n", []).append(frame.values["n"][:, 0].tolist())
+
+    interpreter.next_cells = spy
     engine.run(inputs={"x": [1, 3]}, max_new_tokens=10)
     # The body runs on both rows every time; row 1 is inactive from iteration 3 on, so its n
     # is merged back to 5 instead of counting on to 6 and 7.

@@ -22,8 +22,8 @@ import yaml
 
 from reference_runtime import Engine, PackageError
 from reference_runtime.cli import main as cli
-from reference_runtime.lowering import lower, package_shape
 from reference_runtime.package import validate_package
+from reference_runtime.package.lowering import lower, package_shape
 
 TINY = Path(__file__).resolve().parents[2] / "shared" / "upstream-fixtures" / "tiny-llm"
 needs_tiny = pytest.mark.skipif(not TINY.is_dir(), reason="shared upstream fixtures are absent")
@@ -202,7 +202,7 @@ def test_every_model_io_field_is_read_accepted_or_refused():
     """A field upstream's ModelIoSpec gains must be classified here before it can be lowered."""
     import dataclasses
 
-    from reference_runtime.lowering import abi
+    from reference_runtime.package.lowering import abi
     from reference_runtime.package.model import ModelIO
 
     fields = {f.name for f in dataclasses.fields(ModelIO)}

@@ -10,6 +10,9 @@ from reference_runtime import Engine
 from reference_runtime.errors import RunError
 from tests.kit import app, component, contract, graph, invoke, node, out, package
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 X = contract("int64", "n")
 CONTRACT = {"id": "example.scale", "version": "1", "bindings": {"input": "x", "output": "y"}}
 

@@ -13,6 +13,9 @@ from PIL import Image
 from reference_runtime import Engine, PackageError, RunError, validate_package
 from tests.kit import contract, emit, invoke, out, package, request_input
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 ENCODED = contract("uint8", "bytes")
 
 

@@ -8,6 +8,7 @@ from conformance.cases.load_rules import BASES, MUTATIONS
 from fixtures import package_path
 from reference_runtime.package import validate_package
 from reference_runtime.package.rules.catalogue import LOAD_RULES, RULES
+from reference_runtime.package.rules.enforcement import Site, describe, enforcement_sites
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -33,3 +34,21 @@ def test_every_rule_code_has_a_negative_test():
 def test_mutations_only_use_known_codes_and_bases():
     assert {m.code for m in MUTATIONS} <= set(RULES)
     assert {m.base for m in MUTATIONS} <= set(BASES)
+
+
+def test_every_rule_code_has_an_enforcement_site():
+    sites = enforcement_sites()
+    missing = sorted(code for code in RULES if not sites[code])
+    assert not missing, f"rule codes reported nowhere in the code or the schema: {missing}"
+
+
+def test_enforcement_sites_name_functions_and_schema_fields():
+    sites = enforcement_sites()
+    assert Site("package/rules/scope.py", "Names.use") in sites["B13"]
+    assert Site("package/rules/loops.py", "_check_max_iterations") in sites["D30"]
+    assert Site("package/revisions.py", "select") in sites["A94"]  # Violation("A94", ...)
+    assert Site("schema", "WorkflowStep::Branch.cases") in sites["D35"]  # x-rule
+    assert Site("schema", "WorkflowBranchOutput.default") in sites["D36"]
+    assert describe((Site("schema", "T.a"), Site("m.py", "f"), Site("schema", "T.b"))) == (
+        "Enforced in: `m.py` (`f`); schema (`T.{a, b}`)"
+    )

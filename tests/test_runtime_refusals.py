@@ -9,6 +9,9 @@ from fixtures import package_path
 from reference_runtime import Engine, ReferenceRuntimeError, RunError
 from tests.kit import app, contract, emit, package, rows
 
+# every test here runs under the compiled interpreter and the plain one
+pytestmark = pytest.mark.usefixtures("interpreter_mode")
+
 TOKENS = rows("int64", "n")
 
 

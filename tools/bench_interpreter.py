@@ -4,12 +4,13 @@ sessions driven by a minimal hand-written loop (a transcription of the package's
     python tools/bench_interpreter.py [--package ../shared/upstream-fixtures/decoder]
                                       [--tokens 64] [--samples 5] [--rounds 10]
 
-A sample is ``--rounds`` rounds; each round runs one request through the Engine and one through
-the hand-written loop, in alternating order, so both paths see the same machine (a shared
-machine's speed drifts by tens of percent within seconds). Reports, from one run: the median
-over the samples of the paired throughput ratio (hand-written time / Engine time within a
-sample, so 1.0 means no overhead; the target is >= 0.95) and the interpreter's overhead per
-invoke in microseconds.
+A sample is ``--rounds`` rounds; each round runs one request through the Engine with its
+compiled interpreter (the default), one through the plain interpreter (``compiled=False``) and
+one through the hand-written loop, in rotating order, so all paths see the same machine (a
+shared machine's speed drifts by tens of percent within seconds). Reports, from one run, for
+each interpreter: the median over the samples of the paired throughput ratio (hand-written time
+/ Engine time within a sample, so 1.0 means no overhead; the target, for the compiled one, is
+>= 0.95) and the interpreter's overhead per invoke in microseconds.
 """
 
 from __future__ import annotations
@@ -119,56 +120,60 @@ def main(argv=None) -> int:
     parser.add_argument("--package", type=Path, default=DEFAULT)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=10, help="request pairs per sample")
+    parser.add_argument("--rounds", type=int, default=10, help="request triples per sample")
     args = parser.parse_args(argv)
     if not (args.package / "inference_metadata.yaml").exists():
         print(f"no decoder package at {args.package}", file=sys.stderr)
         return 2
-    engine = Engine.from_dir(args.package)
-    sessions = engine._sessions
+    engines = {
+        "compiled": Engine.from_dir(args.package),
+        "plain": Engine.from_dir(args.package, compiled=False),
+    }
+    sessions = engines["compiled"]._sessions
     prompt = np.array([[1, 2, 3, 4]], np.int64)
-
-    def through_engine():
-        return engine.run(prompt=prompt, max_new_tokens=args.tokens)
-
-    def by_hand():
-        return hand_written(sessions, prompt, args.tokens)
-
-    expected = through_engine().tokens[0]
-    produced = [t for t in by_hand() if t is not None]
-    if produced != expected:
-        print(f"the hand-written loop disagrees with the engine: {produced} vs {expected}")
+    paths = {
+        mode: (lambda engine=engine: engine.run(prompt=prompt, max_new_tokens=args.tokens))
+        for mode, engine in engines.items()
+    }
+    paths["hand"] = lambda: hand_written(sessions, prompt, args.tokens)
+    expected = paths["compiled"]().tokens[0]
+    produced = [t for t in paths["hand"]() if t is not None]
+    if produced != expected or paths["plain"]().tokens[0] != expected:
+        print(f"the paths disagree: hand {produced}, engine {expected}")
         return 1
-    before = sum(sum(v.values()) for v in engine.counters["invocations"].values())
-    through_engine()
-    invokes = sum(sum(v.values()) for v in engine.counters["invocations"].values()) - before
-    for _ in range(2):  # warm up both paths
-        through_engine()
-        by_hand()
-    ratios, overheads = [], []
+    counters = engines["compiled"]
+    before = sum(sum(v.values()) for v in counters.counters["invocations"].values())
+    paths["compiled"]()
+    invokes = sum(sum(v.values()) for v in counters.counters["invocations"].values()) - before
+    for _ in range(2):  # warm up every path
+        for fn in paths.values():
+            fn()
+    order = ["compiled", "plain", "hand"]
+    samples: dict[str, list] = {"compiled": [], "plain": []}
+    overheads: dict[str, list] = {"compiled": [], "plain": []}
     for i in range(args.samples):
-        t_engine = t_hand = 0.0
+        times = dict.fromkeys(order, 0.0)
         for r in range(args.rounds):
-            # The order alternates, so neither path always runs on a machine the other warmed.
-            if r % 2:
-                t_hand += timed(by_hand)
-                t_engine += timed(through_engine)
-            else:
-                t_engine += timed(through_engine)
-                t_hand += timed(by_hand)
-        t_engine /= args.rounds
-        t_hand /= args.rounds
-        ratios.append(t_hand / t_engine)
-        overheads.append((t_engine - t_hand) / invokes * 1e6)
-        print(f"[{i + 1}/{args.samples}] engine {t_engine * 1e3:8.2f} ms   hand {t_hand * 1e3:8.2f} ms"
-              " (per request)", file=sys.stderr)  # fmt: skip
-    ratio = statistics.median(ratios)
-    overhead = statistics.median(overheads)
-    print(f"{'metric':<38} value")
-    print(f"{'tokens per request':<38} {args.tokens}")
-    print(f"{'invokes per request':<38} {invokes}")
-    print(f"{'median paired ratio (hand / engine)':<38} {ratio:.3f}  (target >= 0.95)")
-    print(f"{'interpreter overhead per invoke':<38} {overhead:.1f} us")
+            # The order rotates, so no path always runs on a machine another one warmed.
+            for name in order[r % 3 :] + order[: r % 3]:
+                times[name] += timed(paths[name])
+        for name in times:
+            times[name] /= args.rounds
+        for mode in samples:
+            samples[mode].append(times["hand"] / times[mode])
+            overheads[mode].append((times[mode] - times["hand"]) / invokes * 1e6)
+        print(f"[{i + 1}/{args.samples}] compiled {times['compiled'] * 1e3:8.2f} ms   plain "
+              f"{times['plain'] * 1e3:8.2f} ms   hand {times['hand'] * 1e3:8.2f} ms (per request)",
+              file=sys.stderr)  # fmt: skip
+    print(f"{'metric':<44} value")
+    print(f"{'tokens per request':<44} {args.tokens}")
+    print(f"{'invokes per request':<44} {invokes}")
+    for mode in samples:
+        ratio = statistics.median(samples[mode])
+        target = "  (target >= 0.95)" if mode == "compiled" else ""
+        print(f"{f'median paired ratio (hand / {mode})':<44} {ratio:.3f}{target}")
+        print(f"{f'interpreter overhead per invoke ({mode})':<44} "
+              f"{statistics.median(overheads[mode]):.1f} us")  # fmt: skip
     return 0
 
 

@@ -2,8 +2,8 @@
 
     python tools/fault_kill_count.py [--jobs N] [--fault NAME]...
 
-For every fault of ``reference_runtime.faults.FAULTS`` (one at a time, through
-``REFERENCE_RUNTIME_FAULT``) it certifies the reference runtime on every case that runs
+For every fault of ``tests/runtime_faults.py`` (one at a time, injected from outside the
+runtime into its plain interpreter) it certifies the reference runtime on every case that runs
 requests (the golden, determinism, rows, executor and parity suites, and the run-time cases of
 fail_closed), under ``reference:native`` for faults only a native executor shows and
 ``reference`` otherwise. A first row without any fault shows the suites pass as they are. It
@@ -15,13 +15,15 @@ status is 0 iff every fault is killed and the fault-free run has no failure.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
+from pathlib import Path
 
-from conformance.cases.catalogue import catalogue
-from conformance.certify import certify
-from reference_runtime.faults import ENVIRONMENT_VARIABLE, FAULTS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/
+
+from conformance.cases.catalogue import catalogue  # noqa: E402
+from conformance.certify import certify  # noqa: E402
+from tests.runtime_faults import FAULTS, injected  # noqa: E402
 
 # Faults visible only under a given runtime spec (the rest are certified under `reference`).
 SPECS = {"native_falls_back_to_ort": "reference:native"}
@@ -32,15 +34,8 @@ def run_cases():
 
 
 def failures(spec: str, fault: str | None, jobs: int, cases) -> list:
-    previous = os.environ.pop(ENVIRONMENT_VARIABLE, None)
-    if fault is not None:
-        os.environ[ENVIRONMENT_VARIABLE] = fault
-    try:
+    with injected(fault):
         _, results = certify(spec, {}, jobs, None, progress=True, cases=cases)
-    finally:
-        os.environ.pop(ENVIRONMENT_VARIABLE, None)
-        if previous is not None:
-            os.environ[ENVIRONMENT_VARIABLE] = previous
     return [r for r in results if r.status == "failed"]
 
 

@@ -36,6 +36,7 @@ from fixtures.generators.cases import RunCase
 from fixtures.generators.common import sha256, write_package
 
 from .. import goldens
+from ..package_reader import is_bare_decoder
 from ..protocol import Refused, Runtime
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
@@ -79,9 +80,7 @@ def package_features(document: dict) -> tuple[str, ...]:
     """The features a package exercises, read from its document."""
     found = {"load"}
     workflow = (document.get("pipeline") or {}).get("workflow") or {}
-    if "genai_config" in document or (
-        "pipeline" not in document and isinstance((document.get("model") or {}).get("io"), dict)
-    ):
+    if is_bare_decoder(document):
         found.add("lowering")  # a bare decoder: the runtime derives the workflow
     contracts = {
         (c.get("contract") or {}).get("id")

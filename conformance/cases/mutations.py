@@ -15,12 +15,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from fixtures import package_path
 from fixtures.generators.common import dump_document
-from reference_runtime.errors import format_location
-from reference_runtime.package.parse import find_metadata
+
+from ..package_reader import find_metadata, format_location, parse_metadata, read_document
 
 Path_ = tuple  # a document path: keys and list indices
 
@@ -177,10 +175,8 @@ class Mutation:
         text_ops = [op for op in self.ops if hasattr(op, "apply_text")]
         file_ops = [op for op in self.ops if hasattr(op, "apply_files")]
         if doc_ops:
-            text = metadata.read_text()
-            is_json = metadata.suffix == ".json"
-            doc = json.loads(text) if is_json else yaml.safe_load(text)
-            doc = json.loads(json.dumps(doc))  # break YAML alias sharing: edit one spot only
+            # through JSON to break YAML alias sharing: an edit changes one spot only
+            doc = json.loads(json.dumps(parse_metadata(metadata)))
             for op in doc_ops:
                 op.apply(doc)
             metadata.write_bytes(dump_document(doc, metadata.name))
@@ -194,14 +190,7 @@ class Mutation:
 def load_document(base: str) -> dict:
     """The parsed document of a base package (for building mutation values); an
     onnxruntime-genai folder gives ``{"genai_config": <its config>}``."""
-    metadata = find_metadata(package_path(base))
-    if metadata is None:
-        config = package_path(base) / "genai_config.json"
-        return {"genai_config": json.loads(config.read_text())}
-    text = metadata.read_text()
-    if metadata.suffix == ".json":
-        return json.loads(text)
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return read_document(package_path(base))
 
 
 def _get(doc, path):

@@ -13,10 +13,10 @@ import numpy as np
 
 from fixtures import package_path
 from fixtures.generators.cases import RunCase
-from reference_runtime.package import load_package
 
 from .. import goldens
 from ..goldens import encode_result
+from ..package_reader import RequestAxes, read_document, request_axes
 from ..protocol import Refused
 
 
@@ -80,22 +80,13 @@ def same(a: list[dict], b: list[dict]) -> bool:
 
 
 @functools.cache
-def _workflow(package: str):
-    return load_package(package_path(package)).metadata.workflow
+def _request_axes(package: str) -> RequestAxes:
+    return request_axes(read_document(package_path(package)))
 
 
 def _aligned_inputs(case: RunCase) -> dict:
     """Input name (and application alias) -> request axis, for request-aligned inputs."""
-    workflow = _workflow(case.package)
-    axes = {}
-    for name, declared in workflow.inputs.items():
-        axis = declared.contract.request_axis
-        if axis is not None:
-            axes[name] = axis
-            alias = getattr(declared.source, "name", None)
-            if alias:
-                axes[alias] = axis
-    return axes
+    return _request_axes(case.package).inputs
 
 
 def request_rows(case: RunCase, request: dict) -> int:
@@ -168,9 +159,5 @@ def row_differences(batched: dict, solo: dict, row: int, aligned: dict | None = 
 
 
 def aligned_outputs(case: RunCase) -> dict:
-    workflow = _workflow(case.package)
-    return {
-        name: out.contract.request_axis
-        for name, out in workflow.outputs.items()
-        if out.contract.request_axis is not None
-    }
+    """Output name -> request axis, for request-aligned outputs."""
+    return _request_axes(case.package).outputs

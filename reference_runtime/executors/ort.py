@@ -9,6 +9,7 @@ import onnxruntime as ort
 from ..counters import Counters
 from ..errors import ReferenceRuntimeError, RunError
 from ..package.artifacts import load_model
+from .base import Session
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -59,7 +60,7 @@ class OrtExecutor:
         return OrtSession(component, session)
 
 
-class OrtSession:
+class OrtSession(Session):
     """One component's InferenceSession.
 
     Runs go straight to the session's native binding: the interpreter has already checked

@@ -17,6 +17,8 @@ from ..support import REFERENCE_SUPPORT, RuntimeSupport
 from . import revisions
 from .artifacts import GraphSignature
 from .docmodel import FrozenMap, build
+from .lowering import GENAI_CONFIG, lower
+from .lowering.abi import is_model_io
 from .model import Metadata
 from .parse import METADATA_NAMES, find_metadata, parse_metadata, parse_metadata_text
 from .rules import run_rules
@@ -79,8 +81,6 @@ def _analyse(
         return _lowered(root, support, lowered)
     metadata_path = find_metadata(root)
     if metadata_path is None:
-        from ..lowering import GENAI_CONFIG
-
         if (root / GENAI_CONFIG).is_file():  # an onnxruntime-genai folder: lowered at load
             return _lower(root, support)
         return [
@@ -101,16 +101,12 @@ def _analyse(
             )
         ], None
     document, violations = parse_metadata(metadata_path)
-    from ..lowering.abi import is_model_io
-
     if is_model_io(document):  # a legacy model.io decoder: lowered at load
         return _lower(root, support)
     return _validated(root, support, metadata_path, document, violations)
 
 
 def _lower(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Package | None]:
-    from ..lowering import lower
-
     try:
         text = lower(root)
     except PackageError as exc:
@@ -175,7 +171,7 @@ def load_package(
     """Load and validate the package at ``path``; raise :class:`PackageError` if refused.
 
     ``lowered`` is a workflow document derived from the package (see ``reference_runtime.
-    lowering``); it is validated in place of a metadata file and never written anywhere.
+    package.lowering``); it is validated in place of a metadata file and never written anywhere.
     """
     root = _check_root(path)
     violations, package = _analyse(root, support, lowered)

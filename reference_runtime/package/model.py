@@ -57,7 +57,7 @@ DIM_SCHEMA = {
     "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
 }
 
-# Keys removed from the format anywhere they appear (FORMAT.md section 1, "Strict core").
+# Keys removed from the format anywhere they appear (refused with what replaced them, A02).
 GLOBALLY_REMOVED_KEYS = {
     "slot_ids": "row identity is positional; slots are not serialised",
     "row_ids": "row identity is positional; rows are not serialised",

@@ -1,5 +1,5 @@
-"""Binding a request to the workflow's inputs (FORMAT.md section 3, RUNTIME_NOTES.md section 2,
-with the departures in docs/format.md).
+"""Binding a request to the workflow's inputs (docs/runtime.md, "How a request binds the
+inputs"; the departures in docs/format.md).
 
 Two passes, inputs visited in sorted name order: first every value the caller or the request
 supplies is checked against its contract (binding shape symbols); then literals and request
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dtypes, faults
+from .. import dtypes
+from ..arrays import dtype_name, numpy_dtype
 from ..errors import RunError
 from ..package.model import (
     ApplicationSource,
@@ -25,7 +26,7 @@ from ..package.model import (
     RuntimeRole,
     TensorContract,
 )
-from .tensors import Symbols, check, dtype_name, numpy_dtype
+from .tensors import Symbols, check
 
 SAMPLING = {
     # role -> (keyword, greedy value)
@@ -329,10 +330,9 @@ class InputBinder:
             if batch is None and axis is not None and direct[name].ndim > axis:
                 batch = int(direct[name].shape[axis])
         values = dict(direct)
-        unbroadcast = faults.active("wrong_default_broadcast")
         for name in sorted(scalars):
             contract = wf.inputs[name].contract
-            shape = self._resolved_shape(contract, symbols, unbroadcast)
+            shape = self.resolved_shape(contract, symbols)
             values[name] = literal(name, scalars[name], contract, shape)
             check(name, values[name], contract, symbols, f"input {name!r}")
         for name, inp in wf.inputs.items():
@@ -352,15 +352,13 @@ class InputBinder:
         return f"Pass inputs={{{(alias or name)!r}: ...}}."
 
     @staticmethod
-    def _resolved_shape(
-        contract: TensorContract, symbols: Symbols, unbroadcast: bool = False
-    ) -> tuple[int, ...]:
+    def resolved_shape(contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
+        """The shape a literal or request scalar materialises at: symbols bound so far give
+        their extents (a ``[batch]`` default gets one value per row); a symbol nothing bound
+        yet becomes 1."""
         if contract.rank == 0:
             return ()
         if contract.shape is None:
             raise _request_error("a rank > 0 literal needs its contract's shape", code="H75")
-        # Symbols bound so far give their extents; a symbol nothing bound yet becomes 1.
-        if unbroadcast:  # the deliberate fault: every symbol becomes 1
-            return tuple(d if isinstance(d, int) else 1 for d in contract.shape)
         resolved = (symbols.resolve(d) for d in contract.shape)
         return tuple(1 if extent is None else extent for extent in resolved)

@@ -1,4 +1,4 @@
-"""Emits and the outputs they build (FORMAT.md section 6, RUNTIME_NOTES.md section 4.6).
+"""Emits and the outputs they build (docs/runtime.md, "Per-row outputs").
 
 An output is *per-row* when any emit into it has ``when`` or ``valid_length``; every emit into
 it then publishes row by row along the output's request axis: a row whose ``when`` is false
@@ -9,14 +9,14 @@ that row's stream. A dense output publishes the whole value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from .. import faults
+from ..arrays import dtype_name
 from ..errors import RunError
 from ..package.model import EmitStep, RequestExpandedLayout, WorkflowOutput
-from .tensors import Symbols, check, dtype_name
+from .tensors import Symbols, check
 
 
 class OutputStore:
@@ -28,7 +28,6 @@ class OutputStore:
         self.events: dict[str, list[np.ndarray]] = {}
         self.rows: dict[str, list] = {}  # per row: None, a chunk, or an _Appended stream
         self.row_events: dict[str, list[list[np.ndarray]]] = {}
-        self.off_by_one = faults.active("emit_off_by_one")
         self.checked: dict[int, tuple] = {}  # id(emit step) -> the last signature that passed
         self.layouts: dict[tuple, tuple] = {}  # (id(emit step), rank) -> its row layout
 
@@ -126,19 +125,20 @@ class OutputStore:
                     )
                 if n != extent:
                     chunk = chunk[(*before_chunk, slice(0, n))]
-            if self.off_by_one:
-                cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1
-                chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)
-            if step.mode == "append":
-                streams[r] = _append(streams[r], chunk, chunk_axis, where)
-            else:
-                chunk = chunk.copy()  # a published row owns its data
-                if step.mode == "event":
-                    events = self.row_events.setdefault(name, [[] for _ in streams])
-                    while len(events) < len(streams):
-                        events.append([])
-                    events[r].append(chunk)
-                streams[r] = chunk
+            self.publish_row(step, streams, r, chunk, chunk_axis, where)
+
+    def publish_row(self, step, streams: list, r: int, chunk, chunk_axis, where: str) -> None:
+        """Row ``r``'s chunk replaces its stream, is appended to it, or is added as an event."""
+        if step.mode == "append":
+            streams[r] = _append(streams[r], chunk, chunk_axis, where)
+            return
+        chunk = chunk.copy()  # a published row owns its data
+        if step.mode == "event":
+            events = self.row_events.setdefault(step.output, [[] for _ in streams])
+            while len(events) < len(streams):
+                events.append([])
+            events[r].append(chunk)
+        streams[r] = chunk
 
     def _row_layout(self, step, output, value, where) -> tuple:
         """Where a per-row emit cuts its value (fixed by the step and the value's rank): the
@@ -183,111 +183,9 @@ class OutputStore:
         return out
 
 
-def compile_row_emit(
-    step: EmitStep, output: WorkflowOutput, where: str, general
-) -> Callable | None:
-    """A per-row ``append`` / ``replace`` emit as one straight-line function of the frame, or
-    None where the step's shape is unusual (its first call reports why).
-
-    It does what :meth:`OutputStore._emit_rows` does when every enclosing loop row is active,
-    the values are host arrays of the declared rank, the value's contract check is cached for
-    its signature, and the rows' streams exist: read ``when`` / ``valid_length`` per row, cut
-    each publishing row's chunk, append or replace. Anything else (the first emit of a run, an
-    invalid control value, a length out of range, an inactive row, a deliberate fault) takes
-    ``general(step, frame)``, the full path, which reports every error.
-    """
-    contract = output.contract
-    rank, axis_r = contract.rank, contract.request_axis or 0
-    if step.mode not in ("append", "replace") or rank == 0:
-        return None
-    chunk = None
-    if step.valid_length or step.mode == "append":
-        chunk = step.axis if step.axis is not None else rank - 1
-        if chunk >= rank or chunk == axis_r:
-            return None
-    request_dim = contract.shape[axis_r] if contract.shape else None
-    if isinstance(request_dim, int) and request_dim != 1:
-        return None
-    row = "".join(":, " * axis_r) + "r:r + 1"
-    lines = [
-        "def emit(frame):",
-        "    store = frame.outputs",
-        "    if frame.active_rows or store.off_by_one:",
-        "        return general(step, frame)",
-        "    values = frame.values",
-        "    try:",
-        f"        v = values[{step.value!r}]",
-        *([f"        w = values[{step.when!r}]"] if step.when else []),
-        *([f"        n = values[{step.valid_length!r}]"] if step.valid_length else []),
-        "    except KeyError:",
-        "        return general(step, frame)",
-        f"    if v.__class__ is not ARRAY or v.ndim != {rank}:",
-        "        return general(step, frame)",
-        f"    rows = v.shape[{axis_r}]",
-    ]
-    for var, control, test in (
-        ("w", step.when, "w.dtype is not BOOL"),
-        ("n", step.valid_length, "n.dtype.kind not in 'iu'"),
-    ):
-        if control:
-            lines += [
-                f"    if {var}.__class__ is not ARRAY or {test} or {var}.ndim > 1:",
-                "        return general(step, frame)",
-                f"    {var} = {var}.reshape(-1).tolist()",
-                f"    if len({var}) != rows:",
-                f"        if len({var}) != 1:",
-                "            return general(step, frame)",
-                f"        {var} = {var} * rows",
-            ]
-    lines += [
-        "    if store.checked.get(ID) != (v.dtype, v.shape, len(frame.symbols.bound)):",
-        "        return general(step, frame)",
-        f"    streams = store.rows.get({step.output!r})",
-        "    if streams is None or len(streams) < rows:",
-        "        return general(step, frame)",
-    ]
-    if step.valid_length:
-        lines.append(f"    extent = v.shape[{chunk}]")
-    lines.append("    for r in range(rows):")
-    if step.when:
-        lines += ["        if not w[r]:", "            continue"]
-    lines.append(f"        chunk = v[{row}]")
-    if step.valid_length:
-        cut = "".join(":, " * chunk) + ":k"
-        lines += [
-            "        k = n[r]",
-            "        if k < 0 or k > extent:",
-            "            return general(step, frame)",
-            "        if k != extent:",
-            f"            chunk = chunk[{cut}]",
-        ]
-    if step.mode == "append":
-        lines += [
-            "        previous = streams[r]",
-            f"        if previous.__class__ is APPENDED and previous.axis == {chunk}:",
-            "            previous.add(chunk, where)",
-            "        else:",
-            f"            streams[r] = append(previous, chunk, {chunk}, where)",
-        ]
-    else:
-        lines.append("        streams[r] = chunk.copy()")
-    namespace = {
-        "general": general,
-        "step": step,
-        "where": where,
-        "ID": id(step),
-        "ARRAY": np.ndarray,
-        "BOOL": np.dtype(np.bool_),
-        "append": _append,
-        "APPENDED": _Appended,
-    }
-    exec(compile("\n".join(lines), f"<emit into {step.output}>", "exec"), namespace)
-    return namespace["emit"]
-
-
 def _inactive_rows(masks, rows: int, contract) -> np.ndarray | None:
     """Rows an enclosing loop marks inactive this iteration (an inactive row appends nothing,
-    FORMAT.md section 6); a mask whose length does not match the rows is not row-aligned."""
+    docs/runtime.md); a mask whose length does not match the rows is not row-aligned."""
     layout = contract.batch_layout
     factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
     inactive = None

@@ -1,5 +1,5 @@
 """Application component overrides: a request runs a declared replacement in place of an
-``application_overridable`` component (FORMAT.md section 5, format rule 21).
+``application_overridable`` component (docs/format.md, decisions; rule C21).
 
 The replacement must be interchangeable through the shared contract: both ONNX, the same
 contract id and version, the same set of binding roles, the same effects, and per role the same

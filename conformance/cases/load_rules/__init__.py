@@ -1,30 +1,45 @@
 """Load-time refusals: for every rule code, mutations of valid packages that must be refused
-with exactly that code, at the mutated spot. One module per rule family."""
+with exactly that code, at the mutated spot.
+
+One module per rule family, named after the runtime module that holds the family's rules
+(``reference_runtime/package/rules/<name>.py``; family A's are the parser's and structure
+checks):
+
+| family | module | rules |
+|---|---|---|
+| A | ``parsing`` | unknown, removed and missing keys, vocabularies, types, syntax |
+| B | ``inputs`` | inputs and outputs |
+| C | ``components`` | components, contracts, adapter ABIs |
+| D | ``steps`` | steps and SSA |
+| E | ``state`` | state cells, sessions, serving |
+| F | ``speculative`` | speculative decoding |
+| G | ``adapters`` | adapters, preprocessing, generation, profiles |
+| H | ``admission`` | admission and the files a package names |
+"""
 
 from __future__ import annotations
 
 from . import (
-    family_a,
-    family_b,
-    family_c,
-    family_d,
-    family_e,
-    family_f,
-    family_g,
-    family_h,
+    adapters,
+    admission,
+    components,
+    inputs,
+    parsing,
+    speculative,
+    state,
+    steps,
 )
 
 MUTATIONS = (
-    *family_a.MUTATIONS,
-    *family_b.MUTATIONS,
-    *family_c.MUTATIONS,
-    *family_d.MUTATIONS,
-    *family_e.MUTATIONS,
-    *family_f.MUTATIONS,
-    *family_g.MUTATIONS,
-    *family_h.MUTATIONS,
+    *parsing.MUTATIONS,  # A
+    *inputs.MUTATIONS,  # B
+    *components.MUTATIONS,  # C
+    *steps.MUTATIONS,  # D
+    *state.MUTATIONS,  # E
+    *speculative.MUTATIONS,  # F
+    *adapters.MUTATIONS,  # G
+    *admission.MUTATIONS,  # H
 )
-
 # Valid packages: each is an acceptance case, and the mutations edit copies of them.
 BASES = (
     "kv_decoder", "static_cache", "speculative", "lora", "media", "model_io_decoder",

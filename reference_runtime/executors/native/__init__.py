@@ -11,6 +11,7 @@ import numpy as np
 from ...counters import Counters
 from ...errors import ReferenceRuntimeError
 from ...package.artifacts import load_model
+from ..base import Session
 from .graph import Plan, plan_model
 
 
@@ -68,7 +69,7 @@ class NativeExecutor:
         return NativeSession(component, plan, self)
 
 
-class NativeSession:
+class NativeSession(Session):
     executor = "native"
 
     def __init__(self, component: str, plan: Plan, executor: NativeExecutor):

@@ -16,15 +16,14 @@ never let a float64 (or any other dtype) creep in unnoticed.
 
 from __future__ import annotations
 
-import linecache
 import re
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ...codegen import generate
 from ...errors import RunError
 from . import dtypes
 from .registry import Kernel, Unsupported, _load_kernels, lookup
@@ -501,15 +500,9 @@ class _Codegen:
             self._node(index, node)
         returned = ", ".join(f"{name!r}: {self._value(name, None)}" for name in plan.outputs)
         self._emit(f"return {{{returned}}}", None)
-        source = "\n".join(self.lines) + "\n"
-        filename = f"<native plan {plan.name!r} at {id(plan):#x}>"
-        code = compile(source, filename, "exec")
-        exec(code, self.namespace)
-        function = self.namespace["run"]
-        # Tracebacks through the generated function show its lines.
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        weakref.finalize(plan, linecache.cache.pop, filename, None)
-        return _Compiled(function, source, function.__code__, self.line_nodes)
+        # tracebacks through the generated function show its lines
+        made = generate(self.lines, "run", self.namespace, f"native plan {plan.name!r}", plan)
+        return _Compiled(made.function, made.source, made.function.__code__, self.line_nodes)
 
     def _emit(self, line: str, node: PlannedNode | None) -> None:
         self.lines.append("    " + line)

@@ -1,7 +1,10 @@
 """Semantic validation: one small module per rule family, run in dependency order.
 
-``files`` loads the graphs the step rules compare ports against; ``steps`` records the value
-flow that the state, speculative, adapter and admission rules read.
+``files`` loads the graphs the step rules compare ports against; ``steps`` walks the steps
+(checking each kind in ``invokes``, ``loops``, ``branches`` and ``emits``, values and their
+scopes in ``scope``) and records the value flow (``flow``) that the state, speculative, adapter
+and admission rules read. ``catalogue`` is the rule table; ``enforcement`` finds where each
+rule is enforced, for the generated ``docs/rules.md``.
 """
 
 from __future__ import annotations

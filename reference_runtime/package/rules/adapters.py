@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from ... import dtypes
-from ...contracts import preprocess
-from ...contracts.abis import ADAPTERS_APPLICATION_CAPABILITY
+from .. import preprocessing
+from ..abis import ADAPTERS_APPLICATION_CAPABILITY
 from ..model import AdapterImplementation, RequestSource, RuntimeRole
 from ..visit import invocations
 from .context import Ctx, layout_name, same_layout
@@ -416,7 +416,7 @@ def check_preprocessing(ctx: Ctx) -> None:
                 )
             continue
         for i, t in enumerate(program.transforms):
-            why = preprocess.unsupported(kind, t)
+            why = preprocessing.unsupported(kind, t)
             if why:
                 ctx.add("H93", (*ppath, "transforms", i, "op"), f"preprocessing.{kind}: {why}")
         if len(adapters) != 1:

@@ -1,11 +1,12 @@
 """H72 / H73: capabilities derived from the structure, the manifest, and admission against
-what the runtime publishes (FORMAT.md section 9)."""
+what the runtime publishes (docs/format.md, "Sections whose behaviour the upstream snapshot
+leaves to the runtime")."""
 
 from __future__ import annotations
 
 from ... import dtypes
-from ...contracts.abis import ADAPTER_ABIS, ADAPTIVE_PROPOSAL_BUDGET
 from ...support import KNOWN_CAPABILITIES
+from ..abis import ADAPTER_ABIS, ADAPTIVE_PROPOSAL_BUDGET
 from ..model import AdapterImplementation, BoundedRecurrence
 from .context import Ctx
 

@@ -1,7 +1,7 @@
 """The rule table: every load-time rule a package can break, with its stable code.
 
 Codes are a family letter plus a number. Numbers 1-75 follow the rejection list of the format
-(FORMAT.md section 10, which the docs call "format rule N"); numbers from 76 up are rules this
+(the format's rejection list, which the docs call "format rule N"); numbers from 76 up are rules this
 runtime adds where the format is silent. A code never changes meaning once published.
 
 ``docs/rules.md`` is generated from this table (``tools/generate_docs.py``); a test fails when

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ...contracts.abis import ADAPTER_ABIS, TEXT_ASSEMBLY
-from ...contracts.decoding import contract_problems
+from ..abis import ADAPTER_ABIS, TEXT_ASSEMBLY
 from ..model import (
     AdapterImplementation,
     BindingImplementation,
@@ -11,6 +10,7 @@ from ..model import (
     RequestAlignedLayout,
     RequestExpandedLayout,
 )
+from ..runtime_contracts import contract_problems
 from .context import Ctx
 
 ATTENTION_GROUP_KINDS = ("full_attention", "sliding_attention", "multi_latent_attention")

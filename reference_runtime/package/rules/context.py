@@ -125,7 +125,7 @@ class Ctx:
     support: RuntimeSupport
     graphs: dict[str, GraphSignature | None] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
-    flow: object | None = None  # the steps analysis (steps.Flow), set by the D rules
+    flow: object | None = None  # the steps analysis (flow.Flow), set by the D rules
 
     @property
     def workflow(self) -> Workflow | None:

@@ -1,4 +1,5 @@
-"""F: speculative decoding (components, rollback state, effects, chained proposals)."""
+"""Family F, speculative decoding: components, rollback state, effects, chained proposals.
+Mirrors ``reference_runtime/package/rules/speculative.py``."""
 
 from __future__ import annotations
 

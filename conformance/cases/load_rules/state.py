@@ -1,4 +1,5 @@
-"""E: state cells, sessions, serving and state service groups (update policies, scatter)."""
+"""Family E, state: state cells, sessions, serving and state service groups (update policies,
+scatter). Mirrors ``reference_runtime/package/rules/state.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""H: admission (derived capabilities in the manifest, capabilities the runtime supports) and
-the files a package names."""
+"""Family H, admission: derived capabilities in the manifest, capabilities the runtime
+supports, and the files a package names. Mirrors ``reference_runtime/package/rules/admission.py``
+and ``files.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A: parsing (unknown, removed and missing keys, vocabularies, types, duplicates, syntax)."""
+"""Family A, parsing: unknown, removed and missing keys, vocabularies, types, duplicates,
+syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""D: steps and SSA (components and cells named by steps, empty step lists, invoke ports,
-value visibility, loops, branches and phis, session cells, emits)."""
+"""Family D, steps and SSA: components and cells named by steps, empty step lists, invoke
+ports, value visibility, loops, branches and phis, session cells, emits. Mirrors
+``reference_runtime/package/rules/steps.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""C: components (names, artifacts, adapter ABIs, contracts, overrides, row scope, effects)."""
+"""Family C, components: names, artifacts, adapter ABIs, contracts, overrides, row scope,
+effects. Mirrors ``reference_runtime/package/rules/components.py``."""
 
 from __future__ import annotations
 

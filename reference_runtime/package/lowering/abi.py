@@ -19,15 +19,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contracts.decoding import DECODE_INPUT_PORTS, DECODE_OUTPUT_PORTS
-from ..errors import PackageError, Violation
-from ..package.artifacts import confine, load_model, signature
-from ..package.docmodel import build
-from ..package.model import Metadata, ModelIO
-from ..package.parse import find_metadata, parse_metadata
-from ..package.rules.catalogue import hint_for
-from ..package.rules.context import DocumentOrder
-from ..package.structure import schema_violations
+from ...errors import PackageError, Violation
+from ..artifacts import confine, load_model, signature
+from ..docmodel import build
+from ..model import Metadata, ModelIO
+from ..parse import find_metadata, parse_metadata
+from ..rules.catalogue import hint_for
+from ..rules.context import DocumentOrder
+from ..runtime_contracts import DECODE_INPUT_PORTS, DECODE_OUTPUT_PORTS
+from ..structure import schema_violations
 
 GENAI_CONFIG = "genai_config.json"
 

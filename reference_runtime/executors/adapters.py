@@ -15,14 +15,15 @@ import numpy as np
 
 from ..counters import Counters
 from ..errors import ReferenceRuntimeError, RunError
+from ..package.abis import TEXT_ASSEMBLY
 from ..package.visit import invocations
-from .abis import TEXT_ASSEMBLY
+from .base import RunContext, Session
 from .preprocess import ProgramError, run_program
 
 _EPOCH_NS = time.monotonic_ns()
 
 
-class _AdapterSession:
+class _AdapterSession(Session):
     host_only = True  # runs on host arrays: device inputs are copied back (and counted)
 
     def __init__(self, component: str, comp):
@@ -296,6 +297,10 @@ class ParameterOverlay(_AdapterSession):
             if t.component == component and t.initializer == initializer
         )
         self.selection: AdapterSelection | None = None
+
+    def begin_run(self, context: RunContext) -> None:
+        """The request's adapter selection (validated before anything runs)."""
+        self.selection = context.adapters
 
     def run(self, inputs, outputs):
         x = self.roles(inputs)["input"]

@@ -4,7 +4,7 @@ The document is what an author would write for the decoder by hand: a prefill in
 setup, then per iteration the token policy, a per-row emit and one decode step, with the KV
 cells in a runtime-managed state service group. Both components are ``binding`` components
 keyed by contract id, run by this runtime's contract executors
-(``reference_runtime.contracts.decoding``); the decoder graph itself runs beneath them through
+(``reference_runtime.executors.decoding``); the decoder graph itself runs beneath them through
 the ordinary component seam (ONNX Runtime or the native executor). Contract parameters are
 scalars (upstream ``ScalarValue``): the graph's KV names are the decoder component's own KV
 ports, and the end ids reach the policy as a literal input.

@@ -1,5 +1,6 @@
-"""G: adapters (LoRA service, selection, targets, artifacts, capabilities), preprocessing
-programs, generation overrides, profiles and constraint languages."""
+"""Family G, adapters: the LoRA service (selection, targets, artifacts, capabilities),
+preprocessing programs, generation overrides, profiles and constraint languages. Mirrors
+``reference_runtime/package/rules/adapters.py``."""
 
 from __future__ import annotations
 

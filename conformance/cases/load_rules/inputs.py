@@ -1,4 +1,5 @@
-"""B: inputs and outputs (contracts, dtypes, layouts, roles, defaults, presence, media)."""
+"""Family B, inputs and outputs: contracts, dtypes, layouts, roles, defaults, presence, media.
+Mirrors ``reference_runtime/package/rules/inputs.py``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,119 @@
+"""The runtime contracts this runtime implements, as the loader checks them (rule C92): the
+parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1`` or
+``onnx-genai.token-policy@1`` must declare (their executors are in ``executors/decoding.py``;
+docs/lowering.md describes them)."""
+
+from __future__ import annotations
+
+from .artifacts import confine, load_model, signature
+
+DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
+POLICY_CONTRACT = "onnx-genai.token-policy"
+
+DECODE_PARAMETERS = {
+    "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
+    "padding", "pad_token_id",
+}  # fmt: skip
+POLICY_PARAMETERS = {"context_length", "max_length", "pad_token_id"}
+# The decode contract's own ports; every other port of the component is a graph KV port.
+DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
+DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")
+
+
+def kv_ports(ports) -> tuple[list[str], list[str]]:
+    """The past-KV input ports and present-KV output ports of a decode component (the ports
+    that are not the contract's own), each in declaration order: they pair up positionally."""
+    inputs = [p for p in (ports.inputs if ports else ()) if p not in DECODE_INPUT_PORTS]
+    outputs = [p for p in (ports.outputs if ports else ()) if p not in DECODE_OUTPUT_PORTS]
+    return inputs, outputs
+
+
+REQUIRED_PORTS = {
+    "onnx-genai.autoregressive-decode": (
+        ("tokens", "lengths"),
+        ("logits", "attention_mask", "sequence_lengths"),
+    ),
+    "onnx-genai.token-policy": (
+        ("logits", "active", "generated", "sequence_lengths", "max_new_tokens", "temperature",
+         "top_k", "top_p", "min_p", "seed"),
+        ("token", "next_active", "done", "generated", "finish_reason", "step_lengths"),
+    ),
+}  # fmt: skip
+KNOWN_PARAMETERS = {
+    "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
+    "onnx-genai.token-policy": POLICY_PARAMETERS,
+}
+
+
+def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
+    """What a runtime-contract component declares that its executor cannot run with (rule
+    C92): ``[(path below the component, message)]``."""
+    known = KNOWN_PARAMETERS.get(contract.id)
+    if known is None:
+        return []
+    parameters = dict(contract.parameters)
+    found = []
+    for key in sorted(known - set(parameters)):
+        found.append((("contract", "parameters"), f"parameter {key!r} is missing"))
+    for key in sorted(set(parameters) - known):
+        found.append((("contract", "parameters", key), f"parameter {key!r} is unknown"))
+    need_in, need_out = REQUIRED_PORTS[contract.id]
+    declared_in = set((ports.inputs or {}) if ports else ())
+    declared_out = set((ports.outputs or {}) if ports else ())
+    for port in need_in:
+        if port not in declared_in:
+            found.append((("ports", "inputs"), f"input port {port!r} is not declared"))
+    for port in need_out:
+        if port not in declared_out:
+            found.append((("ports", "outputs"), f"output port {port!r} is not declared"))
+    if contract.id != DECODE_CONTRACT or found:
+        return found
+    if parameters["padding"] not in ("left", "right"):
+        found.append((("contract", "parameters", "padding"), "padding is not left or right"))
+    path, problem = confine(root, str(parameters["artifact"]))
+    if problem:
+        return [*found, (("contract", "parameters", "artifact"), problem)]
+    try:
+        sig = signature(load_model(path), path)
+    except Exception as exc:  # onnx raises DecodeError, ParseError, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]
+    for key in ("token_input", "logits_output", "attention_mask_input", "position_ids_input"):
+        if not isinstance(parameters[key], str):
+            found.append((("contract", "parameters", key), f"{key} is not a graph name (string)"))
+    if found:
+        return found
+    graph_inputs = [parameters["token_input"]]
+    graph_inputs += [
+        parameters[k] for k in ("attention_mask_input", "position_ids_input") if parameters[k]
+    ]
+    for name in graph_inputs:
+        if name not in sig.inputs:
+            found.append((("contract", "parameters"), f"the decoder graph has no input {name!r}"))
+    if parameters["logits_output"] not in sig.outputs:
+        found.append(
+            (
+                ("contract", "parameters"),
+                f"the decoder graph has no output {parameters['logits_output']!r}",
+            )
+        )
+    kv_in, kv_out = kv_ports(ports)
+    for name in kv_in:
+        if name not in sig.inputs:
+            found.append((("ports", "inputs", name), f"the decoder graph has no KV input {name!r}"))
+    for name in kv_out:
+        if name not in sig.outputs:
+            found.append(
+                (("ports", "outputs", name), f"the decoder graph has no KV output {name!r}")
+            )
+    if len(kv_in) != len(kv_out):
+        found.append(
+            (
+                ("ports", "outputs"),
+                f"{len(kv_in)} KV input port(s) but {len(kv_out)} KV output port(s); they pair "
+                "up one to one",
+            )
+        )
+    if "capacity" in declared_out and "max_new_tokens" not in declared_in:
+        found.append((("ports", "inputs"), "output 'capacity' needs the input 'max_new_tokens'"))
+    return found
