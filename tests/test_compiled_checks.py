@@ -3,7 +3,8 @@
 Invokes run unrolled checks generated from their ports' contracts (dtype, rank, fixed extents,
 shape symbols bound by the first port that has them, request-expanded factors). Here random
 contracts and random values go through both, port after port in one component scope, and the
-verdicts must agree.
+verdicts must agree. Likewise a carried cell's next value is stored at once only when the
+recurrence check would pass it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from hypothesis import strategies as st
 
 from reference_runtime import RunError
 from reference_runtime.package.model import (
+    BoundedRecurrence,
+    GrowingRecurrence,
+    InvariantRecurrence,
     RequestAlignedLayout,
     RequestExpandedLayout,
     SharedLayout,
     TensorContract,
 )
-from reference_runtime.workflow.compiled import _contract_lines
+from reference_runtime.workflow.cells import check_recurrence
+from reference_runtime.workflow.compiled import _contract_lines, _keeps_recurrence
 from reference_runtime.workflow.tensors import Symbols, checker
 
 DIMS = st.sampled_from([1, 2, 4, "a", "a", "b"])
@@ -99,3 +104,54 @@ def test_the_agreement_is_not_vacuous():
     for extent, verdict in [(4, True), (2, False), (5, False)]:
         ports = [(c, np.zeros(2, np.int64)), (expanded, np.zeros(extent, np.int64))]
         assert compiled(ports) is general(ports) is verdict
+
+
+@st.composite
+def carried_updates(draw):
+    """A cell (recurrence, contract rank), its old and next values, and its loop-entry bounds
+    (``cells.recurrence_bounds``: increment, max, largest max, the one increment or None)."""
+    rank = draw(st.integers(1, 3))
+    axis = draw(st.integers(0, rank))  # rank itself: an axis the contract does not have
+    kind = draw(st.sampled_from(["invariant", "growing", "bounded"]))
+    if kind == "invariant":
+        recurrence = InvariantRecurrence(kind="invariant")
+    elif kind == "growing":
+        recurrence = GrowingRecurrence(kind="growing", axis=axis, increment="i", max="m")
+    else:
+        recurrence = BoundedRecurrence(kind="bounded", axis=axis, max="m")
+    contract = TensorContract(dtype="int64", rank=rank)
+    extents = st.integers(0, 4)
+    old = tuple(draw(extents) for _ in range(rank))
+    new_rank = rank if draw(st.integers(0, 9)) else draw(st.integers(1, 3))
+    new = tuple(
+        old[d] + draw(st.sampled_from([0, 0, 1, 2, -1])) if d < rank else draw(extents)
+        for d in range(new_rank)
+    )
+    new = tuple(max(0, e) for e in new)
+    dtype = "int64" if draw(st.integers(0, 9)) else "int32"
+    step = draw(st.sampled_from([None, 0, 1, 2]))
+    largest = draw(st.sampled_from([None, 2, 3, 5]))
+    bounds = (None, None, largest, step)
+    return recurrence, contract, np.zeros(old, np.int64), np.zeros(new, dtype), bounds
+
+
+@settings(max_examples=800, deadline=None)
+@given(carried_updates(), st.booleans())
+def test_a_carried_value_is_stored_at_once_only_when_the_recurrence_check_passes(update, grouped):
+    from types import SimpleNamespace
+
+    recurrence, contract, old, new, bounds = update
+    cell = SimpleNamespace(recurrence=recurrence, contract=contract)
+    condition = _keeps_recurrence("c", cell)
+    if condition is None:
+        return
+    same_dtype = new.dtype is old.dtype or new.dtype == old.dtype
+    fast = same_dtype and eval(condition, {}, {"old": old, "new": new, "bounds": {"c": bounds}})
+    try:
+        check_recurrence("c", cell, old, new, bounds, grouped, "loop")
+    except RunError as err:
+        assert err.code == "E57"
+        assert not fast, f"stored at once but the check says: {err.message}"
+    else:
+        if isinstance(recurrence, InvariantRecurrence | BoundedRecurrence) and same_dtype:
+            assert fast  # the common case is not sent to the plain update

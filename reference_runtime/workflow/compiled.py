@@ -20,13 +20,21 @@ import numpy as np
 
 from ..codegen import generate
 from ..errors import format_location
-from ..package.model import EmitStep, InvariantRecurrence, InvokeStep, LoopStep, WorkflowOutput
+from ..package.model import (
+    EmitStep,
+    GrowingRecurrence,
+    InvariantRecurrence,
+    InvokeStep,
+    LoopStep,
+    WorkflowOutput,
+)
 from . import cells
 from .interpreter import Frame, Interpreter
 from .outputs import _append, _Appended
 from .tensors import Symbols, check, checker
 
 BOOL = np.dtype(np.bool_)
+INT64 = np.dtype(np.int64)
 
 
 class CompiledInterpreter(Interpreter):
@@ -35,6 +43,7 @@ class CompiledInterpreter(Interpreter):
         self.step_lists: dict[int, tuple] = {}  # id(step list) -> (the list, its callables)
         self.invokes: dict[int, Callable] = {}  # id(invoke step) -> its generated function
         self.carries: dict[int, Callable] = {}  # id(loop step) -> its generated cell update
+        self.iteration_shapes: dict[int, tuple] = {}  # id(iteration) -> its literal shape
 
     def steps(self, steps, frame: Frame) -> None:
         if self.overrides:  # a run with request-time overrides takes the plain path
@@ -90,6 +99,25 @@ class CompiledInterpreter(Interpreter):
         ):
             return mask
         return super().predicate(step, frame, where, index)
+
+    @staticmethod
+    def activity(mask: np.ndarray) -> tuple[bool, bool]:
+        if mask.size == 1:  # the predicate's mask is one-dimensional
+            active = bool(mask[0])
+            return active, active
+        return bool(mask.any()), bool(mask.all())
+
+    def iteration_value(self, iteration, index: int, frame: Frame, where: str) -> np.ndarray:
+        # an iteration contract of literal extents has one shape: it is read once
+        shape = self.iteration_shapes.get(id(iteration))
+        if shape is None:
+            value = super().iteration_value(iteration, index, frame, where)
+            if all(isinstance(dim, int) for dim in iteration.contract.shape or ()):
+                self.iteration_shapes[id(iteration)] = value.shape
+            return value
+        value = np.empty(shape, dtype=INT64)
+        value.fill(index)
+        return value
 
     def body(self, step: LoopStep, frame: Frame) -> None:
         self.steps(step.steps, frame)
@@ -258,34 +286,58 @@ def _disagreement(plan: InvokePlan, direction: str) -> RuntimeError:
 def compile_carries(interpreter: Interpreter, step: LoopStep) -> Callable:
     """A loop's carried-cell update as one straight-line function ``store(values, merge,
     bounds, where)``. A cell's value before the update is still under its name (nothing else
-    writes a cell's name). The common case, an invariant cell whose next value has its dtype
-    and shape while every row is active, is stored at once; everything else (recurrences,
-    inactive-row merges, a missing next value) goes through :func:`cells.next_value`, which
-    checks it and reports errors."""
+    writes a cell's name). While every row is active, a next value that plainly keeps the
+    cell's recurrence is stored at once: an invariant cell's with its dtype and shape, a
+    bounded cell's within its bound, a uniformly growing cell's grown by its one increment.
+    Everything else (per-row growth, inactive-row merges, a missing next value, any doubt) goes
+    through :func:`cells.next_value`, which checks it and reports errors."""
     carried = []
     for carry in step.carried:
         cell = interpreter.wf.state[carry.cell]
         carried.append((carry, cell, carry.cell in interpreter.group_cells))
     lines = ["def store(values, merge, bounds, where):", "    if merge is None:"]
     for i, (carry, cell, _) in enumerate(carried):
+        keeps = _keeps_recurrence(carry.cell, cell)
         update = f"update(*C{i}, values, None, bounds, where)"
-        if isinstance(cell.recurrence, InvariantRecurrence):
-            lines += [
-                f"        old = values[{carry.cell!r}]",
-                f"        new = values.get({carry.next!r})",
-                "        if new is not None and new.shape == old.shape and new.dtype == old.dtype:",
-                f"            values[{carry.cell!r}] = new",
-                "        else:",
-                f"            {update}",
-            ]
-        else:
+        if keeps is None:
             lines.append(f"        {update}")
+            continue
+        lines += [
+            f"        old = values[{carry.cell!r}]",
+            f"        new = values.get({carry.next!r})",
+            f"        if new is not None and (new.dtype is old.dtype or new.dtype == old.dtype) "
+            f"and {keeps}:",
+            f"            values[{carry.cell!r}] = new",
+            "        else:",
+            f"            {update}",
+        ]
     lines += ["        return", "    else:"]
     lines += [f"        update(*C{i}, values, merge, bounds, where)" for i in range(len(carried))]
     lines.append("        return")
     namespace = {"update": cells.next_value, **{f"C{i}": c for i, c in enumerate(carried)}}
     label = f"compiled carried cells of the loop at {format_location(step.path)}"
     return generate(lines, "store", namespace, label, interpreter).function
+
+
+def _keeps_recurrence(name: str, cell) -> str | None:
+    """The condition under which ``new`` plainly keeps the recurrence of cell ``name`` after
+    ``old`` (same dtype assumed), or None where only :func:`cells.check_recurrence` can say."""
+    rec = cell.recurrence
+    if isinstance(rec, InvariantRecurrence):
+        return "new.shape == old.shape"
+    rank = cell.contract.rank
+    axis = rec.axis
+    if rank is None or not 0 <= axis < rank:
+        return None
+    others = [f"o[{d}] == n[{d}]" for d in range(rank) if d != axis]
+    shapes = f"new.ndim == old.ndim == {rank} and (o := old.shape, n := new.shape)"
+    bound = f"bounds[{name!r}]"
+    if isinstance(rec, GrowingRecurrence):  # grown by the one increment, at most the max
+        grows = f"(b := {bound})[3] is not None and n[{axis}] - o[{axis}] == b[3]"
+        return " and ".join([shapes, *others, grows, f"(b[2] is None or n[{axis}] <= b[2])"])
+    # bounded: old and new within the bound
+    within = f"((m := {bound}[2]) is None or (o[{axis}] <= m and n[{axis}] <= m))"
+    return " and ".join([shapes, *others, within])
 
 
 def compile_row_emit(

@@ -229,9 +229,9 @@ class Interpreter:
             mask = self.predicate(step, frame, where, index)
             all_active = True
             if mask is not None:
-                if not mask.any():
+                any_active, all_active = self.activity(mask)
+                if not any_active:
                     break
-                all_active = bool(mask.all())
                 width = mask.size
             if all_active:
                 full_iterations += 1
@@ -309,6 +309,11 @@ class Interpreter:
                 f"<= 1, got {dtype_name(value)} of shape {list(value.shape)}",
             )
         return to_host(value, self.counters).reshape(-1)
+
+    @staticmethod
+    def activity(mask: np.ndarray) -> tuple[bool, bool]:
+        """Whether any row, and whether every row, of a predicate's mask is active."""
+        return bool(mask.any()), bool(mask.all())
 
     @staticmethod
     def iteration_value(iteration, index: int, frame: Frame, where: str) -> np.ndarray:
