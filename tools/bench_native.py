@@ -37,6 +37,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from reference_runtime import Engine
+from reference_runtime.executors.base import Session
 from reference_runtime.executors.ort import OrtSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,10 +50,11 @@ ORT_TARGET = 3.0  # native at most this many times slower than ONNX Runtime on t
 ORT_TARGET_PACKAGE = "decoder"
 
 
-class ReferenceSession:
+class ReferenceSession(Session):
     executor = "onnx.reference"
 
     def __init__(self, artifact: Path):
+        self.component = artifact.stem
         fmt = "textproto" if artifact.name.endswith(".textproto") else None
         model = onnx.load(str(artifact), format=fmt)
         # onnx.reference's own GatherElements fails above 64 choices (np.choose).
@@ -63,7 +65,7 @@ class ReferenceSession:
         return {name: np.asarray(value) for name, value in zip(outputs, results, strict=True)}
 
 
-class RecordingSession:
+class RecordingSession(Session):
     """An ONNX Runtime session that records every call made through it (inputs copied, so a
     later in-place update cannot change the record) before running it."""
 
@@ -80,22 +82,15 @@ class RecordingSession:
         self._record(inputs, outputs)
         return self.session.run(inputs, outputs)
 
-    def run_positional(self, inputs, outputs):
-        self._record(inputs, outputs)
-        return self.session.run_positional(inputs, outputs)
-
 
 def swap_sessions(engine: Engine, replace) -> Engine:
-    """Replace every ONNX Runtime session of ``engine`` by ``replace(name, session)``, and drop
-    what the interpreter compiled against the old ones."""
+    """Replace every ONNX Runtime session of a fresh ``engine`` (one that has run nothing, so
+    its interpreter has compiled nothing against the old sessions) by ``replace(name,
+    session)``."""
     for name, session in list(engine._sessions.items()):
         if isinstance(session, OrtSession):
             engine._sessions[name] = replace(name, session)
-    interpreter = engine._interpreter
-    interpreter.sessions = engine._sessions
-    interpreter.plans.clear()
-    interpreter.compiled.clear()
-    interpreter.step_lists.clear()
+    engine._interpreter.sessions = engine._sessions
     return engine
 
 
