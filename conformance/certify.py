@@ -293,7 +293,8 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("certify", help="run the suite against a runtime and write reports")
     p.add_argument("--runtime", required=True,
-                   help="reference | reference:native | python:MODULE:FACTORY | exec:COMMAND")  # fmt: skip
+                   help="reference | reference:native (either with :plain) | "
+                        "python:MODULE:FACTORY | exec:COMMAND")  # fmt: skip
     p.add_argument("--expectations", help="YAML {case id: reason} of expected failures")
     p.add_argument("--report-dir", default="conformance-report")
     p.add_argument("--strict", action="store_true", help="stale expectations fail the run")

@@ -3,9 +3,10 @@ conformance suite catches plausible runtime bugs (``tests/test_conformance_fault
 ``tools/fault_kill_count.py``).
 
 Nothing in ``reference_runtime`` knows about them: each fault replaces one function of the
-runtime for the duration of a ``with injected(fault):`` block (``unittest.mock.patch``), and
-the runtime runs its plain interpreter there (``Engine.from_dir(..., compiled=False)``), whose
-steps call those functions.
+runtime for the duration of a ``with injected(fault):`` block (``unittest.mock.patch``). The
+functions are those the plain interpreter calls, so faults are certified under the
+``reference:plain`` / ``reference:native:plain`` runtimes (``Engine.from_dir(...,
+compiled=False)``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from unittest import mock
 
 import numpy as np
 
-from reference_runtime import Engine, executors
+from reference_runtime import executors
 from reference_runtime.executors.ort import OrtExecutor
 from reference_runtime.sessions import SessionStore
 from reference_runtime.workflow import cells
@@ -64,18 +65,10 @@ def _unbroadcast(contract, symbols):
     return tuple(d if isinstance(d, int) else 1 for d in contract.shape)
 
 
-def _plain_from_dir(original):
-    def from_dir(cls, *args, **kwargs):
-        kwargs["compiled"] = False
-        return original(cls, *args, **kwargs)
-
-    return classmethod(from_dir)
-
-
 @contextlib.contextmanager
 def injected(fault: str | None):
-    """Run the block with ``fault`` injected (``None``: no fault, the plain interpreter)."""
-    patches = [mock.patch.object(Engine, "from_dir", _plain_from_dir(Engine.from_dir.__func__))]
+    """Run the block with ``fault`` injected (``None``: no fault)."""
+    patches = []
     if fault == "emit_off_by_one":
         replaced = _off_by_one(OutputStore.publish_row)
         patches.append(mock.patch.object(OutputStore, "publish_row", replaced))

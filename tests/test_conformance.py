@@ -20,6 +20,7 @@ from conformance.certify import (
     main,
 )
 from conformance.protocol import decode_array, encode_array
+from conformance.runtimes import open_runtime
 from conformance.runtimes.reference import ReferenceRuntime
 
 SUITE = ["--suite", "acceptance"]
@@ -260,3 +261,23 @@ def test_a_lost_result_always_fails_the_run(tmp_path, monkeypatch):
     assert report["problems"] == [
         {"kind": "result_count_mismatch", "message": "1 results for 2 selected cases"}
     ]
+
+
+@pytest.mark.parametrize(
+    "spec, name, compiled",
+    [
+        ("reference", "reference:ort", True),
+        ("reference:native", "reference:native", True),
+        ("reference:plain", "reference:ort:plain", False),
+        ("reference:native:plain", "reference:native:plain", False),
+    ],
+)
+def test_reference_specs_pick_the_executor_and_the_interpreter(spec, name, compiled):
+    runtime = open_runtime(spec)
+    assert runtime.describe()["name"] == name and runtime.compiled is compiled
+
+
+@pytest.mark.parametrize("spec", ["reference:plain:native", "reference:fast", "reference:"])
+def test_unknown_reference_specs_are_refused(spec):
+    with pytest.raises(ValueError, match="unknown runtime"):
+        open_runtime(spec)

@@ -16,13 +16,19 @@ from tests.runtime_faults import FAULTS, injected
 
 # fault -> (runtime spec, a case that must fail because of it)
 CAUGHT_BY = {
-    "emit_off_by_one": ("reference", "golden/counting_loop/rows_finish_at_different_times"),
-    "skip_inactive_merge": ("reference", "golden/counting_loop/rows_finish_at_different_times"),
-    "predicate_after_body": ("reference", "golden/counting_loop/predicate_false_at_entry"),
-    "wrong_default_broadcast": ("reference", "golden/counting_loop/rows_finish_at_different_times"),
-    "session_not_saved": ("reference", "golden/session_counter/three_runs"),
+    "emit_off_by_one": ("reference:plain", "golden/counting_loop/rows_finish_at_different_times"),
+    "skip_inactive_merge": (
+        "reference:plain",
+        "golden/counting_loop/rows_finish_at_different_times",
+    ),
+    "predicate_after_body": ("reference:plain", "golden/counting_loop/predicate_false_at_entry"),
+    "wrong_default_broadcast": (
+        "reference:plain",
+        "golden/counting_loop/rows_finish_at_different_times",
+    ),
+    "session_not_saved": ("reference:plain", "golden/session_counter/three_runs"),
     "native_falls_back_to_ort": (
-        "reference:native",
+        "reference:native:plain",
         "executor/counting_loop/rows_finish_at_different_times",
     ),
 }
@@ -60,7 +66,7 @@ def test_every_fault_has_a_catching_case():
 CATCHING_PACKAGES = sorted({case_id.split("/")[1] for _, case_id in CAUGHT_BY.values()})
 
 
-@pytest.mark.parametrize("spec", ["reference", "reference:native"])
+@pytest.mark.parametrize("spec", ["reference:plain", "reference:native:plain"])
 @pytest.mark.parametrize("package", CATCHING_PACKAGES)
 def test_without_a_fault_the_catching_packages_pass(spec, package):
     """The control for the fault tests: the plain interpreter the faults are injected into
@@ -74,3 +80,14 @@ def test_each_injected_fault_fails_certification(fault):
     spec, case_id = CAUGHT_BY[fault]
     failed = failures(spec, package=case_id.split("/")[1], fault=fault)
     assert case_id in failed, f"{fault} was not caught by {case_id}; failures: {sorted(failed)}"
+
+
+def test_the_plain_interpreter_refuses_every_run_time_fail_closed_case():
+    """The run suites are held to their goldens under both interpreters in test_goldens.py;
+    here the run-time refusals of fail_closed are certified on the plain interpreter."""
+    refusals = [c for c in run_cases() if c.suite == "fail_closed"]
+    assert refusals
+    _, results = certify("reference:plain", {}, 2, None, progress=False, cases=refusals)
+    assert [r.status for r in results] == ["passed"] * len(refusals), [
+        (r.case.id, r.got) for r in results if r.status != "passed"
+    ]

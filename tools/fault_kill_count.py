@@ -5,8 +5,9 @@
 For every fault of ``tests/runtime_faults.py`` (one at a time, injected from outside the
 runtime into its plain interpreter) it certifies the reference runtime on every case that runs
 requests (the golden, determinism, rows, executor and parity suites, and the run-time cases of
-fail_closed), under ``reference:native`` for faults only a native executor shows and
-``reference`` otherwise. A first row without any fault shows the suites pass as they are. It
+fail_closed), on the plain interpreter the faults are injected into: under
+``reference:native:plain`` for faults only a native executor shows and ``reference:plain``
+otherwise. A first row without any fault shows the suites pass as they are. It
 prints one row per fault (the cases that failed, and one of them with what it got) and ends
 with ``killed N/M faults``; a fault no case catches survives. Progress goes to stderr. The exit
 status is 0 iff every fault is killed and the fault-free run has no failure.
@@ -25,8 +26,9 @@ from conformance.cases.catalogue import catalogue  # noqa: E402
 from conformance.certify import certify  # noqa: E402
 from tests.runtime_faults import FAULTS, injected  # noqa: E402
 
-# Faults visible only under a given runtime spec (the rest are certified under `reference`).
-SPECS = {"native_falls_back_to_ort": "reference:native"}
+# Faults visible only under a given runtime spec (the rest are certified under
+# `reference:plain`).
+SPECS = {"native_falls_back_to_ort": "reference:native:plain"}
 
 
 def run_cases():
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
     rows = []
     start = time.perf_counter()
     for i, fault in enumerate([None, *faults]):
-        spec = SPECS.get(fault, "reference")
+        spec = SPECS.get(fault, "reference:plain")
         label = fault or "(no fault)"
         print(f"[{i}/{len(faults)}] {label} under {spec}: {len(cases)} cases", file=sys.stderr)
         failed = failures(spec, fault, args.jobs, cases)

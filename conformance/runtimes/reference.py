@@ -37,13 +37,16 @@ def available_executors() -> tuple[str, ...]:
 
 
 class ReferenceRuntime:
-    def __init__(self, executor: str = "ort", device: str = "cpu"):
+    """``compiled=False`` runs the plain interpreter (the specification path)."""
+
+    def __init__(self, executor: str = "ort", device: str = "cpu", *, compiled: bool = True):
         self.executor = executor
         self.device = device
+        self.compiled = compiled
 
     def describe(self) -> dict:
         return {
-            "name": f"reference:{self.executor}",
+            "name": f"reference:{self.executor}" + ("" if self.compiled else ":plain"),
             "version": getattr(reference_runtime, "__version__", "0.1.0"),
             "features": [
                 f for f in FEATURES if f != "native_executor" or self.executor == "native"
@@ -58,7 +61,7 @@ class ReferenceRuntime:
             name, _, device = executor.partition(":")
             device = device or "cpu"
         try:
-            return Engine.from_dir(package_dir, executor=name, device=device)
+            return Engine.from_dir(package_dir, name, device, compiled=self.compiled)
         except PackageError as exc:
             raise Refused("load", str(exc), ",".join(exc.codes)) from exc
         except (ReferenceRuntimeError, UsageError) as exc:
