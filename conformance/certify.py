@@ -7,6 +7,11 @@
 Exit status 0 iff no required case failed and the run has no fatal :class:`Problem` (with
 ``--strict``, every problem is fatal: the expectations file must be exact, every entry matching a
 case that fails).
+
+An expectations file maps case ids to why they are expected to fail: ``{case id: reason}``, or
+``{case id: {reason, kind, match}}`` where ``kind`` (one of ``FAILURE_KINDS``) and ``match`` (a
+regular expression searched in what the case got) pin the failure: a case that fails another
+way is a failure.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -31,7 +37,8 @@ import onnx
 import onnxruntime
 import yaml
 
-from .cases.catalogue import MIN_CASES, Case, catalogue, materialise
+from .cases.catalogue import FAILURE_KINDS, MIN_CASES, Case, catalogue, materialise
+from .protocol import FEATURES, PROTOCOL_VERSION, Unsupported
 from .runtimes import open_runtime
 
 STATUSES = ("passed", "failed", "expected_fail", "not_applicable")
@@ -44,6 +51,62 @@ class Result:
     got: str
     seconds: float
     reason: str = ""  # the expectation's reason for expected failures / why not applicable
+    kind: str | None = None  # a failure's kind (FAILURE_KINDS)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Why a case is expected to fail, and optionally how: its failure ``kind`` and a regular
+    expression ``match`` searched in what it got."""
+
+    reason: str
+    kind: str | None = None
+    match: str | None = None
+
+    def covers(self, result: Result) -> bool:
+        if self.kind is not None and result.kind != self.kind:
+            return False
+        return self.match is None or re.search(self.match, result.got) is not None
+
+    def describe(self) -> str:
+        pinned = [f"kind {self.kind}"] * bool(self.kind) + [f"matching /{self.match}/"] * bool(
+            self.match
+        )
+        return " and ".join(pinned)
+
+
+def read_expectations(data) -> dict[str, Expectation]:
+    """An expectations document (``{case id: reason | {reason, kind, match}}``), checked."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("an expectations file maps case ids to reasons")
+    out = {}
+    for case_id, entry in data.items():
+        if isinstance(entry, Expectation):
+            out[str(case_id)] = entry
+            continue
+        if isinstance(entry, str):
+            out[str(case_id)] = Expectation(entry)
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("reason"), str):
+            raise ValueError(f"expectation {case_id!r}: give a reason, or {{reason, kind, match}}")
+        unknown = sorted(set(entry) - {"reason", "kind", "match"})
+        if unknown:
+            raise ValueError(f"expectation {case_id!r}: unknown key(s) {', '.join(unknown)}")
+        kind = entry.get("kind")
+        if kind is not None and kind not in FAILURE_KINDS:
+            raise ValueError(
+                f"expectation {case_id!r}: kind {kind!r} is not one of {', '.join(FAILURE_KINDS)}"
+            )
+        match = entry.get("match")
+        if match is not None:
+            try:
+                re.compile(match)
+            except re.error as exc:
+                raise ValueError(f"expectation {case_id!r}: match {match!r}: {exc}") from None
+        out[str(case_id)] = Expectation(entry["reason"], kind, match)
+    return out
 
 
 class ProblemKind(str, Enum):
@@ -54,10 +117,15 @@ class ProblemKind(str, Enum):
     STALE_EXPECTATION = "stale_expectation"  # a case expected to fail passed
     EMPTY_SUITE_TRIPWIRE = "empty_suite_tripwire"  # the catalogue is below its recorded minimum
     RESULT_COUNT_MISMATCH = "result_count_mismatch"  # not one result per selected case
+    UNKNOWN_FEATURE = "unknown_feature"  # the runtime declares a feature the protocol lacks
 
     @property
     def fatal(self) -> bool:
-        return self in (ProblemKind.EMPTY_SUITE_TRIPWIRE, ProblemKind.RESULT_COUNT_MISMATCH)
+        return self in (
+            ProblemKind.EMPTY_SUITE_TRIPWIRE,
+            ProblemKind.RESULT_COUNT_MISMATCH,
+            ProblemKind.UNKNOWN_FEATURE,
+        )
 
 
 @dataclass(frozen=True)
@@ -74,22 +142,43 @@ def judge(runtime, case: Case, features: set[str]) -> Result:
     if missing:
         return Result(case, "not_applicable", "", 0.0, f"runtime lacks {', '.join(missing)}")
     start = time.perf_counter()
+    reason, kind = "", None
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
         try:
             root = case.build(Path(tmp))
             outcome = case.judge(runtime, root)
-            status, got = ("passed" if outcome.passed else "failed"), outcome.got
+            status, got, kind = (
+                ("passed" if outcome.passed else "failed"),
+                outcome.got,
+                outcome.kind,
+            )
+        except Unsupported as exc:
+            status, got, reason, kind = _unsupported(exc, features)
         except Exception as exc:  # a runtime that crashes fails the case, it never passes it
-            status = "failed"
+            status, kind = "failed", "error"
             got = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             if os.environ.get("CONFORMANCE_TRACEBACKS"):
                 got += "\n" + traceback.format_exc()
-    return Result(case, status, got, time.perf_counter() - start)
+    return Result(case, status, got, time.perf_counter() - start, reason, kind)
 
 
-def certify(spec: str, expectations: dict[str, str], jobs: int, suites: set[str] | None,
+def _unsupported(exc: Unsupported, features: set[str]) -> tuple:
+    """(status, got, reason, kind) of a case the runtime answered "unsupported" for: not
+    applicable for a feature it does not declare; failed for one it declares, or an unknown one."""
+    said = f"unsupported at {exc.stage}: {exc.feature}: {exc.message.splitlines()[0]}"
+    if exc.feature not in FEATURES:
+        return "failed", f"{said} (not a feature of the protocol)", "", "unsupported"
+    if exc.feature in features:
+        return "failed", f"{said}, a feature the runtime declares", "", "unsupported"
+    return "not_applicable", said, f"runtime answered unsupported: {exc.feature}", None
+
+
+def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
             progress=True, cases: list[Case] | None = None) -> tuple[dict, list[Result]]:  # fmt: skip
-    """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``."""
+    """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``;
+    ``expectations`` as :func:`read_expectations` takes them."""
+    started = time.perf_counter()
+    expectations = read_expectations(expectations)
     runtime = open_runtime(spec)
     info = runtime.describe()
     features = set(info.get("features", []))
@@ -102,9 +191,14 @@ def certify(spec: str, expectations: dict[str, str], jobs: int, suites: set[str]
         futures = [pool.submit(judge, runtime, case, features) for case in cases]
         for i, future in enumerate(futures, 1):
             result = future.result()
-            reason = expectations.get(result.case.id)
-            if reason is not None and result.status == "failed":
-                result.status, result.reason = "expected_fail", reason
+            expectation = expectations.get(result.case.id)
+            if expectation is not None and result.status == "failed":
+                if expectation.covers(result):
+                    result.status, result.reason = "expected_fail", expectation.reason
+                else:
+                    result.reason = (
+                        f"expected to fail with {expectation.describe()}, but failed otherwise"
+                    )
             results.append(result)
             counts[result.status] += 1
             if progress and (tty or i == len(cases) or i % max(1, len(cases) // 10) == 0):
@@ -118,7 +212,8 @@ def certify(spec: str, expectations: dict[str, str], jobs: int, suites: set[str]
     header = {
         "runtime": spec,
         "described": info,
-        "protocol_version": 1,
+        "protocol_version": info.get("protocol", 1),
+        "seconds": round(time.perf_counter() - started, 2),
         "versions": {
             "python": platform.python_version(),
             "numpy": numpy.__version__,
@@ -132,10 +227,60 @@ def certify(spec: str, expectations: dict[str, str], jobs: int, suites: set[str]
     return header, results
 
 
+VERDICTS = {
+    "certified": "certified",
+    "certified_with_expected_failures": "certified, with expected failures",
+    "failed": "failed",
+    "not_applicable": "not applicable",
+    "no_case": "no case in this selection",
+}
+
+
+def feature_verdicts(results: list[Result], declared) -> dict[str, dict]:
+    """Per feature of the protocol: the counts of the cases that need it, and a verdict: failed
+    if any failed; else certified (with expected failures, if any) if any applied; else not
+    applicable (or no case needs it here)."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        for feature in r.case.features:
+            counts[feature][r.status] += 1
+    out = {}
+    for feature in FEATURES:
+        c = counts[feature]
+        if c["failed"]:
+            verdict = "failed"
+        elif c["expected_fail"]:
+            verdict = "certified_with_expected_failures"
+        elif c["passed"]:
+            verdict = "certified"
+        elif c["not_applicable"]:
+            verdict = "not_applicable"
+        else:
+            verdict = "no_case"
+        out[feature] = {"declared": feature in declared, "verdict": verdict,
+                        **{status: c[status] for status in STATUSES}}  # fmt: skip
+    return out
+
+
+def suite_table(results: list[Result]) -> dict[str, dict]:
+    """Per suite: the counts by status and the seconds its cases took."""
+    out: dict[str, dict] = {}
+    for r in results:
+        row = out.setdefault(r.case.suite, {**dict.fromkeys(STATUSES, 0), "seconds": 0.0})
+        row[r.status] += 1
+        row["seconds"] += r.seconds
+    for row in out.values():
+        row["seconds"] = round(row["seconds"], 2)
+    return out
+
+
 def report_json(header: dict, results: list[Result], problems: list[Problem]) -> dict:
+    declared = set(header["described"].get("features", []))
     return {
         **header,
         "summary": dict(Counter(r.status for r in results)),
+        "features": feature_verdicts(results, declared),
+        "suites": suite_table(results),
         "problems": [p.to_json() for p in problems],
         "cases": [
             {
@@ -144,6 +289,7 @@ def report_json(header: dict, results: list[Result], problems: list[Problem]) ->
                 "rule": r.case.rule,
                 "features": list(r.case.features),
                 "status": r.status,
+                "kind": r.kind,
                 "expected": r.case.expected,
                 "got": r.got,
                 "reason": r.reason,
@@ -155,28 +301,38 @@ def report_json(header: dict, results: list[Result], problems: list[Problem]) ->
     }
 
 
+def _row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def report_markdown(header: dict, results: list[Result], problems: list[Problem]) -> str:
     lines = [f"# Conformance report: `{header['runtime']}`", ""]
     described = header["described"]
+    declared = set(described.get("features", []))
     lines.append(f"- runtime: {described.get('name')} {described.get('version', '')}".rstrip())
+    lines.append(f"- protocol: version {header['protocol_version']}")
     lines.append(f"- declared features: {', '.join(described.get('features', [])) or 'none'}")
     versions = ", ".join(f"{k} {v}" for k, v in header["versions"].items())
     lines.append(f"- versions: {versions}")
-    lines.append(f"- cases: {header['selected']} selected of {header['catalogue_size']}")
+    lines.append(f"- cases: {header['selected']} selected of {header['catalogue_size']}, "
+                 f"in {header['seconds']:.1f} s")  # fmt: skip
     lines.append("")
-    by_feature: dict[str, Counter] = defaultdict(Counter)
-    for r in results:
-        for feature in r.case.features:
-            by_feature[feature][r.status] += 1
-    lines.append("| feature | passed | failed | expected fail | not applicable |")
-    lines.append("|---|---|---|---|---|")
-    for feature in sorted(by_feature):
-        c = by_feature[feature]
-        lines.append(f"| {feature} | {c['passed']} | {c['failed']} | {c['expected_fail']} | "
-                     f"{c['not_applicable']} |")  # fmt: skip
+    lines += ["## Verdict per feature", ""]
+    lines.append(_row("feature", "declared", "verdict", "passed", "failed", "expected fail",
+                      "not applicable"))  # fmt: skip
+    lines.append("|---|---|---|---|---|---|---|")
+    for feature, v in feature_verdicts(results, declared).items():
+        lines.append(_row(feature, "yes" if v["declared"] else "no", VERDICTS[v["verdict"]],
+                          v["passed"], v["failed"], v["expected_fail"], v["not_applicable"]))  # fmt: skip
+    lines += ["", "## Per suite", ""]
+    lines.append(_row("suite", "passed", "failed", "expected fail", "not applicable", "seconds"))
+    lines.append("|---|---|---|---|---|---|")
+    for suite, v in sorted(suite_table(results).items()):
+        lines.append(_row(suite, v["passed"], v["failed"], v["expected_fail"],
+                          v["not_applicable"], f"{v['seconds']:.1f}"))  # fmt: skip
     total = Counter(r.status for r in results)
-    lines.append(f"| **all cases** | {total['passed']} | {total['failed']} | "
-                 f"{total['expected_fail']} | {total['not_applicable']} |")  # fmt: skip
+    lines.append(_row("**all cases**", total["passed"], total["failed"], total["expected_fail"],
+                      total["not_applicable"], f"{sum(r.seconds for r in results):.1f}"))  # fmt: skip
     lines.append("")
     if problems:
         lines.append("## Problems with this run")
@@ -187,9 +343,28 @@ def report_markdown(header: dict, results: list[Result], problems: list[Problem]
     for r in failures:
         lines.append(f"### `{r.case.id}`")
         lines.append(f"- expected: {r.case.expected}")
-        lines.append(f"- got: {r.got}")
+        lines.append(f"- got ({r.kind}): {r.got}")
+        if r.reason:
+            lines.append(f"- note: {r.reason}")
         lines.append(f"- reproduce: `conformance show {r.case.id} --dest ./case`")
         lines.append("")
+    expected = [r for r in results if r.status == "expected_fail"]
+    if expected:
+        lines += [f"## Expected failures ({len(expected)})", ""]
+        lines += [f"- `{r.case.id}` ({r.kind}): {r.reason}" for r in expected] + [""]
+    not_applicable: dict[str, list[str]] = defaultdict(list)
+    for r in results:
+        if r.status == "not_applicable":
+            not_applicable[r.reason].append(r.case.id)
+    if not_applicable:
+        lines += [f"## Not applicable ({sum(map(len, not_applicable.values()))})", ""]
+        for reason, ids in sorted(not_applicable.items(), key=lambda item: -len(item[1])):
+            lines.append(f"- {reason}: {len(ids)} cases ({', '.join(ids[:3])}"
+                         f"{', ...' if len(ids) > 3 else ''})")  # fmt: skip
+        lines.append("")
+    slowest = sorted(results, key=lambda r: -r.seconds)[:5]
+    lines += ["## Slowest cases", ""]
+    lines += [f"- `{r.case.id}`: {r.seconds:.2f} s" for r in slowest] + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -219,6 +394,20 @@ def report_junit(header: dict, results: list[Result]) -> str:
 
 def check_run(header: dict, results: list[Result], expectations: dict, suites) -> list[Problem]:
     problems = []
+    unknown = sorted(set(header["described"].get("features", [])) - set(FEATURES))
+    for feature in unknown:
+        hint = (
+            " (protocol version 2 split it into genai_config, model_io and runtime_contracts)"
+            if feature == "lowering"
+            else ""
+        )
+        problems.append(
+            Problem(
+                ProblemKind.UNKNOWN_FEATURE,
+                f"the runtime declares {feature!r}, which is not a feature of protocol version "
+                f"{PROTOCOL_VERSION}{hint}; declare only features of docs/conformance.md",
+            )
+        )
     ids = {r.case.id for r in results}
     for case_id in expectations:
         if case_id not in ids:
@@ -260,7 +449,11 @@ def exit_status(results: list[Result], problems: list[Problem], strict: bool) ->
 def cmd_certify(args) -> int:
     expectations = {}
     if args.expectations:
-        expectations = yaml.safe_load(Path(args.expectations).read_text()) or {}
+        try:
+            expectations = read_expectations(yaml.safe_load(Path(args.expectations).read_text()))
+        except (OSError, yaml.YAMLError, ValueError) as exc:
+            print(f"conformance: expectations {args.expectations}: {exc}", file=sys.stderr)
+            return 2
     suites = set(args.suite) if args.suite else None
     header, results = certify(args.runtime, expectations, args.jobs, suites)
     problems = check_run(header, results, expectations, suites)
@@ -295,7 +488,8 @@ def main(argv=None) -> int:
     p.add_argument("--runtime", required=True,
                    help="reference | reference:native (either with :plain) | "
                         "python:MODULE:FACTORY | exec:COMMAND")  # fmt: skip
-    p.add_argument("--expectations", help="YAML {case id: reason} of expected failures")
+    p.add_argument("--expectations", help="YAML {case id: reason | {reason, kind, match}} of "
+                   "expected failures")  # fmt: skip
     p.add_argument("--report-dir", default="conformance-report")
     p.add_argument("--strict", action="store_true", help="stale expectations fail the run")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)

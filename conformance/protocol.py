@@ -1,25 +1,32 @@
-"""The runner protocol: what a runtime under test implements (protocol version 1).
+"""The runner protocol: what a runtime under test implements (protocol version 2).
 
-A runtime is anything with these methods (see docs/conformance.md for the JSON-lines form):
+A runtime is anything with these methods (docs/conformance.md describes each field, and the
+JSON-lines form):
 
-- ``describe() -> dict``: ``{"name", "version", "features": [...]}`` and optionally
-  ``"executors": [...]``; ``features`` is the set of case features the runtime supports
-  (``FEATURES`` below); cases needing others are reported as not applicable, never as passes.
-  ``executors`` names the executors ``load`` accepts (the ``parity`` suite compares them).
+- ``describe() -> dict``: ``{"name", "version", "protocol": 2, "features": [...]}`` and
+  optionally ``"executors": [...]``; ``features`` is the set of case features the runtime
+  supports (``FEATURES`` below); cases needing others are reported as not applicable, never as
+  passes. ``executors`` names the executors ``load`` accepts (the ``parity`` suite compares them).
 - ``load(package_dir, executor=None) -> handle``: load a package, or raise :class:`Refused`
-  (stage "load"). ``executor`` is one of the declared ``executors``; it is only ever passed to
-  a runtime that declares some, so ``load(package_dir)`` suffices for the others.
-- ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run").
-  ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name -> array),
-  ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result holds
-  ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
+  (stage "load") or :class:`Unsupported`. ``executor`` is one of the declared ``executors``; it
+  is only ever passed to a runtime that declares some, so ``load(package_dir)`` suffices for
+  the others.
+- ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
+  :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
+  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result
+  holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order; absent means none) and optionally ``diagnostics``.
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
 - ``close(handle)``: forget a loaded package.
 
-Both additions (``events``, ``executors`` / ``executor``) are optional fields of version 1: a
-runtime that omits them still speaks the protocol.
+Certification calls these from several threads at once (``--jobs``), on different handles.
+
+Version 2 adds :class:`Unsupported`, the ``rule_codes`` feature (fail-closed cases pass only
+with the broken rule's code) and splits version 1's ``lowering`` feature into ``genai_config``,
+``model_io`` and ``runtime_contracts``. A version 1 runtime (``describe`` without
+``"protocol"``) still speaks it, unless it declares ``lowering``, which certification reports
+as a fatal problem naming the replacement features.
 """
 
 from __future__ import annotations
@@ -31,11 +38,12 @@ from typing import Protocol
 import ml_dtypes
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Case features: a runtime declares which it supports.
 FEATURES = (
-    "load",  # loading and refusing packages
+    "load",  # loading valid packages
+    "rule_codes",  # refusing invalid packages and requests, naming the broken rule's code
     "run",  # running requests
     "invoke",
     "sequence",
@@ -52,10 +60,14 @@ FEATURES = (
     "telemetry",
     "preprocessing",
     "speculative",
-    # Bare decoders (legacy model.io metadata, onnxruntime-genai genai_config.json folders)
-    # lowered to a workflow at load, with the onnx-genai.autoregressive-decode and
-    # onnx-genai.token-policy runtime contracts and conversation sessions.
-    "lowering",
+    # Bare decoders the runtime lowers to a workflow at load: an onnxruntime-genai folder
+    # (genai_config.json, no metadata file), and a legacy document whose model.io describes
+    # the decoder.
+    "genai_config",
+    "model_io",
+    # Packages using the runtime contracts a lowered decoder runs on
+    # (onnx-genai.autoregressive-decode, onnx-genai.token-policy) and conversation sessions.
+    "runtime_contracts",
     # Runs a case under every executor it declares (describe's "executors") and compares them
     # pairwise; with fewer than two executors, parity is judged against the goldens.
     "parity",
@@ -66,13 +78,27 @@ FEATURES = (
 
 
 class Refused(Exception):
-    """The runtime refused a package (stage "load") or a request (stage "run")."""
+    """The runtime refused a package (stage "load") or a request (stage "run") because it
+    breaks a rule: ``code`` names the rule (a comma-separated list where several are broken)."""
 
     def __init__(self, stage: str, message: str, code: str | None = None):
         super().__init__(message)
         self.stage = stage
         self.message = message
         self.code = code
+
+
+class Unsupported(Exception):
+    """The runtime does not support what a package (stage "load") or a request (stage "run")
+    needs, naming the ``feature`` (one of ``FEATURES``) it lacks. Distinct from a refusal: the
+    package may well be valid. A case is then not applicable when the runtime does not declare
+    the feature, and fails when it does (protocol version 2)."""
+
+    def __init__(self, stage: str, feature: str, message: str = ""):
+        super().__init__(message or f"{feature} is not supported")
+        self.stage = stage
+        self.feature = feature
+        self.message = message or f"{feature} is not supported"
 
 
 class Runtime(Protocol):

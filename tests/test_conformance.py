@@ -19,7 +19,7 @@ from conformance.certify import (
     exit_status,
     main,
 )
-from conformance.protocol import decode_array, encode_array
+from conformance.protocol import Refused, Unsupported, decode_array, encode_array
 from conformance.runtimes import open_runtime
 from conformance.runtimes.reference import ReferenceRuntime
 
@@ -45,7 +45,6 @@ def test_catalogue_holds_every_mutation_and_base():
         "rows",
         "executor",
         "parity",
-        "fixtures",
     } == {c.suite for c in cases}
 
 
@@ -166,7 +165,11 @@ def test_certification_needs_no_test_dependency():
 
 # ------------------------------------------------------------------ problems and the exit status
 
-FATAL = {ProblemKind.EMPTY_SUITE_TRIPWIRE, ProblemKind.RESULT_COUNT_MISMATCH}
+FATAL = {
+    ProblemKind.EMPTY_SUITE_TRIPWIRE,
+    ProblemKind.RESULT_COUNT_MISMATCH,
+    ProblemKind.UNKNOWN_FEATURE,
+}
 
 
 @pytest.mark.parametrize("kind", list(ProblemKind))
@@ -180,7 +183,7 @@ def test_each_problem_kind_decides_the_exit_status(kind):
 
 def test_the_exit_status_reads_the_kind_never_the_message():
     """An expectation whose case id reads like a tripwire stays a strict-only problem."""
-    header = {"catalogue_size": MIN_CASES, "selected": 0}
+    header = {"catalogue_size": MIN_CASES, "selected": 0, "described": {}}
     expectations = {"fail_closed/fewer than 5 results for 3": "a case id like a tripwire"}
     problems = check_run(header, [], expectations, None)
     assert [p.kind for p in problems] == [ProblemKind.UNKNOWN_EXPECTATION]
@@ -281,3 +284,185 @@ def test_reference_specs_pick_the_executor_and_the_interpreter(spec, name, compi
 def test_unknown_reference_specs_are_refused(spec):
     with pytest.raises(ValueError, match="unknown runtime"):
         open_runtime(spec)
+
+
+# ------------------------------------------------------------------ refusals, unsupported, expectations
+
+
+class RefusesEverything(ReferenceRuntime):
+    """Refuses every package, naming a rule that does not exist."""
+
+    def load(self, package_dir, executor=None):
+        raise Refused("load", "I refuse", "X00")
+
+
+def refuses_everything():
+    return RefusesEverything()
+
+
+def test_a_runtime_that_refuses_everything_fails_every_case_it_is_judged_on():
+    cases = [*some_fail_closed(4), next(c for c in catalogue() if c.suite == "acceptance")]
+    _, results = certify(f"python:{__name__}:refuses_everything", {}, 2, None, progress=False,
+                         cases=cases)  # fmt: skip
+    kinds = {r.case.id: (r.status, r.kind) for r in results}
+    assert [kinds[c.id] for c in cases] == [("failed", "wrong_code")] * 4 + [("failed", "refused")]
+    assert all("X00" in r.got for r in results)
+
+
+def test_a_refusal_passes_when_it_names_the_rule_among_others(tmp_path):
+    case = some_fail_closed(1)[0]
+
+    class Lists(ReferenceRuntime):
+        def load(self, package_dir, executor=None):
+            raise Refused("load", "several rules", f"Z99, {case.rule}")
+
+    outcome = case.judge(Lists(), case.build(tmp_path))
+    assert outcome.passed, outcome.got
+
+
+class NoCodes(ReferenceRuntime):
+    """An honest runtime that does not name rules: it does not declare ``rule_codes``."""
+
+    def describe(self):
+        info = super().describe()
+        info["features"] = [f for f in info["features"] if f != "rule_codes"]
+        return info
+
+
+def no_codes():
+    return NoCodes()
+
+
+def test_fail_closed_cases_need_rule_codes():
+    _, results = certify(f"python:{__name__}:no_codes", {}, 2, None, progress=False,
+                         cases=some_fail_closed(3))  # fmt: skip
+    assert {(r.status, r.reason) for r in results} == {
+        ("not_applicable", "runtime lacks rule_codes")
+    }
+
+
+class AnswersUnsupported(ReferenceRuntime):
+    """Answers "unsupported" for every package, naming ``feature``, and declares ``declared``."""
+
+    feature, declared = "branch", True
+
+    def describe(self):
+        info = super().describe()
+        info["features"] = [f for f in info["features"] if f != "branch" or self.declared]
+        return info
+
+    def load(self, package_dir, executor=None):
+        raise Unsupported("load", self.feature, "no branches here")
+
+
+@pytest.mark.parametrize(
+    "feature, declared, status, kind",
+    [
+        ("branch", True, "failed", "unsupported"),  # declared, then answered unsupported
+        ("branch", False, "not_applicable", None),  # honest: not declared
+        ("teleportation", False, "failed", "unsupported"),  # not a feature of the protocol
+    ],
+)
+def test_unsupported_is_not_applicable_only_for_an_undeclared_feature(
+    feature, declared, status, kind, monkeypatch
+):
+    monkeypatch.setattr(AnswersUnsupported, "feature", feature)
+    monkeypatch.setattr(AnswersUnsupported, "declared", declared)
+    case = next(c for c in catalogue() if c.id == "acceptance/lora")
+    assert "branch" not in case.features
+    from conformance.certify import judge
+
+    runtime = AnswersUnsupported()
+    result = judge(runtime, case, set(runtime.describe()["features"]))
+    assert (result.status, result.kind) == (status, kind), result.got
+    if status == "not_applicable":
+        assert result.reason == "runtime answered unsupported: branch"
+
+
+def test_unsupported_travels_through_the_json_lines_transport():
+    import io
+
+    from conformance.runtimes.example_server import serve
+
+    stdin = io.StringIO(json.dumps({"id": 1, "method": "load", "params": {"package": "x"}}))
+    stdout = io.StringIO()
+    runtime = AnswersUnsupported()
+    serve(runtime, stdin, stdout)
+    error = json.loads(stdout.getvalue())["error"]
+    assert error == {"stage": "load", "unsupported": "branch", "message": "no branches here"}
+
+
+@pytest.mark.parametrize(
+    "entry, status",
+    [
+        ("known gap", "expected_fail"),
+        ({"reason": "known gap", "kind": "not_refused"}, "expected_fail"),
+        ({"reason": "known gap", "match": "without refusal"}, "expected_fail"),
+        ({"reason": "known gap", "kind": "wrong_code"}, "failed"),  # it fails another way
+        ({"reason": "known gap", "match": "crashed"}, "failed"),
+    ],
+)
+def test_expectations_may_pin_the_failure(entry, status):
+    case = some_fail_closed(1)[0]
+    _, (result,) = certify(f"python:{__name__}:never_refuses", {case.id: entry}, 1, None,
+                           progress=False, cases=[case])  # fmt: skip
+    assert result.status == status
+    if status == "failed":
+        assert "but failed otherwise" in result.reason
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        (["a list"], "maps case ids"),
+        ({"x": {"kind": "mismatch"}}, "give a reason"),
+        ({"x": {"reason": "r", "kind": "wobbly"}}, "is not one of"),
+        ({"x": {"reason": "r", "match": "("}}, "match"),
+        ({"x": {"reason": "r", "because": "r"}}, "unknown key"),
+    ],
+)
+def test_malformed_expectations_are_refused_in_one_line(document, message, tmp_path, capsys):
+    path = tmp_path / "expect.yaml"
+    path.write_text(json.dumps(document))
+    code = main(["certify", "--runtime", "reference", "--suite", "acceptance",
+                 "--expectations", str(path), "--report-dir", str(tmp_path)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+class DeclaresLowering(ReferenceRuntime):
+    def describe(self):
+        info = super().describe()
+        info["features"] = [*info["features"], "lowering"]
+        return info
+
+
+def declares_lowering():
+    return DeclaresLowering()
+
+
+def test_a_feature_outside_the_protocol_is_a_fatal_problem(tmp_path):
+    spec = f"python:{__name__}:declares_lowering"
+    code = main(["certify", "--runtime", spec, "--suite", "acceptance",
+                 "--report-dir", str(tmp_path)])  # fmt: skip
+    assert code == 1
+    problems = json.loads((tmp_path / "report.json").read_text())["problems"]
+    assert [p["kind"] for p in problems] == ["unknown_feature"]
+    assert "genai_config, model_io and runtime_contracts" in problems[0]["message"]
+
+
+def test_the_report_gives_a_verdict_per_feature_and_per_suite(tmp_path):
+    spec = f"python:{__name__}:no_speculation"
+    assert main(["certify", "--runtime", spec, "--suite", "acceptance",
+                 "--report-dir", str(tmp_path)]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "report.json").read_text())
+    features = report["features"]
+    assert features["speculative"]["verdict"] == "not_applicable"
+    assert not features["speculative"]["declared"]
+    assert features["loop"]["verdict"] == "certified" and features["loop"]["passed"] > 0
+    assert features["rule_codes"]["verdict"] == "no_case"  # no fail-closed case selected
+    assert report["suites"]["acceptance"]["not_applicable"] >= 1
+    text = (tmp_path / "report.md").read_text()
+    assert "| speculative | no | not applicable |" in text
+    assert "## Not applicable" in text and "runtime lacks speculative" in text
+    assert "## Slowest cases" in text

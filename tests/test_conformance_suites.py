@@ -1,5 +1,5 @@
 """The run-time suites' teeth: events in the protocol and the goldens, run-time refusals in the
-fail-closed suite, executor parity, and fixture regeneration."""
+fail-closed suite, and executor parity."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import json
 import sys
 
 import numpy as np
-import pytest
 
 from conformance import goldens
-from conformance.cases import catalogue as catalogue_module
 from conformance.cases.catalogue import catalogue
 from conformance.certify import certify
 from conformance.protocol import Refused, decode_result, encode_result
@@ -185,21 +183,3 @@ def test_parity_through_the_json_lines_transport():
     spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
     status, text = statuses(spec, [f"parity/{EVENTS}"])[f"parity/{EVENTS}"]
     assert status == "passed" and "ort, native agree" in text
-
-
-# ------------------------------------------------------------------ fixture regeneration
-
-
-@pytest.mark.parametrize("package", ["session_counter", "lora"])
-def test_fixture_regeneration_matches_the_manifest(package, tmp_path, monkeypatch):
-    ident = f"fixtures/{package}"
-    assert statuses("reference", [ident])[ident][0] == "passed"
-    manifest = json.loads(catalogue_module.MANIFEST_PATH.read_text())
-    name = sorted(manifest[package])[0]
-    manifest[package][name] = "0" * 64
-    manifest[package]["missing.onnx"] = "0" * 64
-    tampered = tmp_path / "manifest.json"
-    tampered.write_text(json.dumps(manifest))
-    monkeypatch.setattr(catalogue_module, "MANIFEST_PATH", tampered)
-    status, text = statuses("reference", [ident])[ident]
-    assert status == "failed" and "missing.onnx: not regenerated" in text and name in text

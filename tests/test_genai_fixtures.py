@@ -67,7 +67,7 @@ def test_genai_packages_are_registered():
 def test_files_are_small_and_regenerate_identically(name, tmp_path):
     committed = _folder(name)
     files = sorted(p.name for p in committed.iterdir())
-    assert files == ["genai_config.json", "model.onnx"]
+    assert files == ["genai_config.json", "model.onnx", "tokenizer.json"]
     assert (committed / "model.onnx").stat().st_size < 100_000
     for attempt in ("a", "b"):
         written = write_package(genai_decoders.GENERATORS[name](), tmp_path / attempt)
@@ -126,6 +126,22 @@ def test_config_is_sorted_and_names_the_model(name):
     assert config["model"]["decoder"]["filename"] == "model.onnx"
     assert config["search"]["do_sample"] is False
     assert config["search"]["past_present_share_buffer"] is False
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_tokenizer_words_are_token_ids(name):
+    """``tokenizer.json`` turns the word ``t<N>`` into id ``N`` for the whole vocabulary and
+    back, so a text interface can carry any row of token ids."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(_folder(name) / "tokenizer.json"))
+    vocab = load_config(_folder(name))["model"]["vocab_size"]
+    assert tokenizer.get_vocab_size() == vocab
+    ids = list(range(vocab)) + [7, 7, 3]
+    text = " ".join(genai_decoders.token_word(i) for i in ids)
+    assert tokenizer.encode(text).ids == ids
+    assert tokenizer.decode(ids, skip_special_tokens=False) == text
+    assert tokenizer.encode("t5  t6\tt7").ids == [5, 6, 7]
 
 
 def test_variants_differ_as_designed():

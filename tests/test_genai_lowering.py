@@ -170,11 +170,22 @@ def test_the_cache_may_outgrow_the_context_in_a_padded_batch(engines):
     }
 
 
-def test_a_text_prompt_without_a_tokenizer_is_refused(engines):
-    engine = engines("genai_decoder", "ort")
+def test_a_text_prompt_without_a_tokenizer_is_refused(tmp_path):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("genai_decoder"), root)
+    (root / "tokenizer.json").unlink()
+    engine = Engine.from_dir(root)
     with pytest.raises(RunError) as caught:
         engine.run(prompt="hello", max_new_tokens=2)
     assert "tokenizer" in caught.value.message
+
+
+def test_a_text_prompt_goes_through_the_folders_tokenizer(engines):
+    """The generated folders ship a word-level tokenizer.json (word ``t<N>`` is id N)."""
+    engine = engines("genai_decoder", "ort")
+    as_text = engine.run(prompt="t5 t6 t7", max_new_tokens=4)
+    as_ids = engine.run(prompt=[[5, 6, 7]], max_new_tokens=4)
+    assert as_text.tokens == as_ids.tokens
 
 
 @pytest.mark.parametrize(

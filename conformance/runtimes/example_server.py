@@ -11,7 +11,7 @@ import itertools
 import json
 import sys
 
-from ..protocol import PROTOCOL_VERSION, Refused, decode_request, encode_result
+from ..protocol import PROTOCOL_VERSION, Refused, Unsupported, decode_request, encode_result
 from .reference import ReferenceRuntime
 
 
@@ -57,6 +57,12 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
             reply["result"] = dispatch(message["method"], message.get("params") or {})
         except Refused as exc:
             reply["error"] = {"stage": exc.stage, "code": exc.code, "message": exc.message}
+        except Unsupported as exc:
+            reply["error"] = {
+                "stage": exc.stage,
+                "unsupported": exc.feature,
+                "message": exc.message,
+            }
         except Exception as exc:  # anything else is a protocol-level failure of this server
             reply["error"] = {
                 "stage": "protocol",

@@ -15,7 +15,7 @@ import onnxruntime
 import reference_runtime
 from reference_runtime import Engine, PackageError, ReferenceRuntimeError, UsageError
 
-from ..protocol import FEATURES, Refused
+from ..protocol import FEATURES, PROTOCOL_VERSION, Refused
 
 
 @functools.cache
@@ -47,6 +47,7 @@ class ReferenceRuntime:
     def describe(self) -> dict:
         return {
             "name": f"reference:{self.executor}" + ("" if self.compiled else ":plain"),
+            "protocol": PROTOCOL_VERSION,
             "version": getattr(reference_runtime, "__version__", "0.1.0"),
             "features": [
                 f for f in FEATURES if f != "native_executor" or self.executor == "native"

@@ -2,7 +2,9 @@
 
 The client starts ``COMMAND`` and exchanges one JSON object per line on its stdin/stdout
 (stderr is passed through). Requests are ``{"id", "method", "params"}``; replies are
-``{"id", "result"}`` or ``{"id", "error": {"stage", "code", "message"}}``. Arrays travel as
+``{"id", "result"}``, ``{"id", "error": {"stage", "code", "message"}}`` for a refusal, or
+``{"id", "error": {"stage", "unsupported", "message"}}`` (protocol version 2) when the runtime
+does not support the feature named by ``unsupported``. Arrays travel as
 ``{"dtype", "shape", "base64"}``; a run result's ``events`` maps each event output to the list
 of its emissions. ``load`` carries an ``executor`` only for runtimes whose ``describe`` lists
 ``executors``. See docs/conformance.md.
@@ -18,9 +20,12 @@ import threading
 from ..protocol import (
     PROTOCOL_VERSION,
     Refused,
+    Unsupported,
     decode_result,
     encode_request,
 )
+
+SPOKEN = (1, 2)  # the protocol versions this client speaks
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -41,8 +46,12 @@ class SubprocessRuntime:
         self.next_id = 0
         self.lock = threading.Lock()
         hello = self._call("hello", {"protocol": PROTOCOL_VERSION})
-        if hello.get("protocol") != PROTOCOL_VERSION:
-            raise ProtocolError(f"the runtime speaks protocol {hello.get('protocol')!r}")
+        if hello.get("protocol") not in SPOKEN:
+            raise ProtocolError(
+                f"the runtime speaks protocol {hello.get('protocol')!r}; this suite speaks "
+                f"versions {', '.join(map(str, SPOKEN))}"
+            )
+        self.protocol = hello["protocol"]
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -72,12 +81,16 @@ class SubprocessRuntime:
             if "error" in reply:
                 error = reply["error"]
                 if error.get("stage") in ("load", "run"):
+                    if error.get("unsupported"):
+                        raise Unsupported(
+                            error["stage"], error["unsupported"], error.get("message", "")
+                        )
                     raise Refused(error["stage"], error.get("message", ""), error.get("code"))
                 raise ProtocolError(f"{method}: {error.get('message')}")
             return reply["result"]
 
     def describe(self) -> dict:
-        return self._call("describe", {})
+        return {"protocol": self.protocol, **self._call("describe", {})}
 
     def load(self, package_dir: str, executor: str | None = None):
         params = {"package": str(package_dir)}
