@@ -68,6 +68,14 @@ FEATURES = (
     # Packages using the runtime contracts a lowered decoder runs on
     # (onnx-genai.autoregressive-decode, onnx-genai.token-policy) and conversation sessions.
     "runtime_contracts",
+    # Draws tokens itself, seeded and reproducible, with temperature, top-k and top-p filters
+    # (a bare decoder's sampled requests); judged by properties, not by exact tokens.
+    "sampling",
+    # Also the min-p filter.
+    "min_p",
+    # Optional, stricter: draws exactly as the reference runtime documents (docs/lowering.md),
+    # so sampled goldens hold token for token.
+    "reference_draws",
     # Runs a case under every executor it declares (describe's "executors") and compares them
     # pairwise; with fewer than two executors, parity is judged against the goldens.
     "parity",

@@ -16,7 +16,11 @@ judge a runtime on it. Suites:
 - ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
   report executor diagnostics and declare ``native_executor`` only);
 - ``parity``: a run case under every executor the runtime declares, every pair within the
-  goldens' tolerance; with fewer than two executors, against the golden.
+  goldens' tolerance; with fewer than two executors, against the golden;
+- ``sampling``: a run case whose tokens the runtime draws itself (a bare decoder's sampled
+  requests), judged by properties (:mod:`.sampling`): reproducible, within the filters, and
+  distributed as the decoder's logits say. Its golden and parity cases compare exact draws, so
+  they need the optional ``reference_draws`` feature.
 
 Every case judges the runtime under test; that the fixture packages regenerate byte for byte is
 a test of this project (tests/test_generated_files.py), not a case.
@@ -38,8 +42,9 @@ from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
 from .. import goldens
-from ..package_reader import is_bare_decoder
+from ..package_reader import GENAI_CONFIG, is_bare_decoder
 from ..protocol import Refused, Runtime
+from . import sampling
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
 from .run_cases import (
@@ -67,7 +72,7 @@ FAILURE_KINDS = {
 }
 
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
-RUN_SUITES = ("golden", "determinism", "rows", "executor", "parity")
+RUN_SUITES = ("golden", "determinism", "rows", "executor", "parity", "sampling")
 
 
 @dataclass(frozen=True)
@@ -309,19 +314,27 @@ def _run_case(run, features, build, suite, expected, judge, extra=(), rule=None,
     return Case(ident, suite, (*features, *extra), expected, build, judge, rule, run)
 
 
+def runtime_draws(run: RunCase) -> bool:
+    """Whether the runtime itself draws some of the case's tokens: a sampled request with no
+    formula for its results (a bare decoder's token policy; in-graph samplers have formulas)."""
+    return run.expected is None and any(r.get("greedy") is False for r in run.requests)
+
+
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
     for run in RUN_CASES:
         if run.package not in documents:
             documents[run.package] = package_features(load_document(run.package))
-        features = (*documents[run.package], "run")
+        draws = ("sampling",) if runtime_draws(run) else ()
+        features = (*documents[run.package], "run", *draws)
+        exact = ("reference_draws",) if draws else ()  # exact tokens of the runtime's draws
         build = _copy_base(run.package)
         notes = f" ({run.notes})" if run.notes else ""
 
         case = functools.partial(_run_case, run, features, build)
 
-        cases.append(case("golden", f"results equal the golden{notes}", _judge_golden(run)))
+        cases.append(case("golden", f"results equal the golden{notes}", _judge_golden(run), exact))
         cases.append(
             case("determinism", "two runs give identical results", _judge_determinism(run))
         )
@@ -333,9 +346,11 @@ def run_catalogue() -> list[Case]:
                 ("native_executor",),
             )
         )
-        cases.append(case("parity", PARITY, _judge_parity(run), ("parity",)))
+        cases.append(case("parity", PARITY, _judge_parity(run), ("parity", *exact)))
         if run.rows_independent:
             cases.append(case("rows", "each batched row equals its solo run", _judge_rows(run)))
+        if draws and (package_path(run.package) / GENAI_CONFIG).exists():
+            cases += sampling_cases(run, case)
         refusals = expected_refusals(run)
         if refusals:
             which = ", ".join(f"request {i}: {code}" for i, code in refusals.items())
@@ -350,6 +365,116 @@ def run_catalogue() -> list[Case]:
                 )
             )
     return cases
+
+
+# ------------------------------------------------------------------ sampling
+
+
+def _sampled(run: RunCase) -> tuple[dict, list[int]]:
+    """The case's first sampled request and its first prompt row (the draws' prompt)."""
+    request = next(r for r in run.requests if r.get("greedy") is False)
+    return request, list(request["prompt"][0])
+
+
+def _judge_reproducible(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        first, second = execute(runtime, run, root), execute(runtime, run, root)
+        problems = [
+            f"request {i}: tokens {a.get('tokens')} then {b.get('tokens')}"
+            for i, (a, b) in enumerate(zip(first, second, strict=True))
+            if a.get("tokens") != b.get("tokens") or a.get("error") != b.get("error")
+        ]
+        return _verdict(problems, "the same seeds give the same tokens")
+
+    return judge
+
+
+def _judge_within_filters(run: RunCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        oracle = sampling.LogitsOracle(root)
+        problems = []
+        for i, (request, result) in enumerate(zip(run.requests, execute(runtime, run, root),
+                                                  strict=True)):  # fmt: skip
+            if request.get("greedy") is not False or result.get("error"):
+                continue
+            for row, tokens in enumerate(result.get("tokens") or []):
+                settings = sampling.request_settings(request, row)
+                prompt = list(request["prompt"][row])
+                where = f"request {i}, row {row}"
+                problems += sampling.sequence_problems(oracle, prompt, tokens, settings, where)
+        return _verdict(problems, "every drawn token is one the filters keep")
+
+    return judge
+
+
+def _judge_distribution(run: RunCase, settings: tuple[sampling.Settings | None, ...]):
+    """The first token over ``sampling.DRAWS`` seeds follows the exact distribution under each
+    of ``settings`` (None: the case's own)."""
+
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        request, prompt = _sampled(run)
+        logits = sampling.LogitsOracle(root)(prompt)
+        handle = runtime.load(str(root))
+        problems = []
+        try:
+            for s in settings:
+                s = s or sampling.request_settings(request, 0)
+                results = []
+                for draw in sampling.draw_requests(prompt, s):
+                    try:
+                        results.append(runtime.run(handle, draw))
+                    except Refused as exc:
+                        results.append({"error": exc.code or "refused"})
+                counts, missing = sampling.first_tokens(results)
+                problems += missing[:1] or sampling.judge_draws(counts, logits, s)
+        finally:
+            runtime.close(handle)
+        checked = ", ".join(
+            (s or sampling.request_settings(request, 0)).describe() for s in settings
+        )
+        return _verdict(problems, f"{sampling.DRAWS} draws follow the distribution ({checked})")
+
+    return judge
+
+
+COLD, HOT = sampling.Settings(temperature=0.6), sampling.Settings(temperature=2.5)
+TOP_P = sampling.Settings(temperature=1.0, top_p=0.7)
+MIN_P = sampling.Settings(temperature=1.0, min_p=0.1)
+
+
+def sampling_cases(run: RunCase, case) -> list[Case]:
+    n = sampling.DRAWS
+    of = f"the first token of {n} single-token requests (seeds {sampling.SEED0}, ...)"
+    specs = [
+        ("reproducible", "the same requests with the same seeds give the same tokens",
+         _judge_reproducible(run), ()),
+        ("within_filters", "every drawn token is one the temperature, top-k, top-p and min-p "
+         "filters keep", _judge_within_filters(run), ()),
+        ("distribution", f"{of} follows the exact distribution under the case's settings "
+         f"(chi-square, p >= {sampling.ALPHA:g})", _judge_distribution(run, (None,)), ()),
+        ("temperature", f"{of} follows the exact distribution at temperature 0.6 and at 2.5, "
+         "no filter", _judge_distribution(run, (COLD, HOT)), ()),
+        ("top_p", f"{of} follows the exact distribution under top-p 0.7",
+         _judge_distribution(run, (TOP_P,)), ()),
+        ("min_p", f"{of} follows the exact distribution under min-p 0.1",
+         _judge_distribution(run, (MIN_P,)), ("min_p",)),
+    ]  # fmt: skip
+    out = []
+    for name, expected, judge, extra in specs:
+        made = case("sampling", expected, judge, extra)
+        out.append(
+            Case(
+                f"sampling/{run.id}/{name}",
+                made.suite,
+                made.features,
+                made.expected,
+                made.build,
+                made.judge,
+                None,
+                run,
+            )  # fmt: skip
+        )
+    return out
 
 
 def catalogue() -> list[Case]:

@@ -204,7 +204,7 @@ def plan(folder: DecoderFolder, request: dict) -> Plan:
         for r in range(n)
     )
     if any(row.min_p > 0.0 and not row.greedy for row in rows):
-        raise Unsupported("run", "genai_config", "min-p filtering (request.min_p above 0)")
+        raise Unsupported("run", "min_p", "min-p filtering (request.min_p above 0)")
     return Plan(
         rows=rows,
         max_new_tokens=_max_new_tokens(folder, request, inputs, prompts),

@@ -21,8 +21,10 @@ token id ``N`` (the generated decoders of ``fixtures/generators/genai_decoders.p
 adapter writes each prompt row as that text and reads the generated ``token_ids`` back. They
 refuse every document of the format's ``v1`` revision (workflow packages: "retired field
 ``rank``", "``manifest.capabilities`` is retired"; legacy ``model.io``: "retired ``model.io``
-block"), so such a package is answered unsupported. Declared features: ``load``, ``run`` and
-``genai_config``; they name none of the format's rule codes, so ``rule_codes`` is left out.
+block"), so such a package is answered unsupported. Declared features: ``load``, ``run``,
+``genai_config`` and ``sampling`` (their own seeded draws; not ``min_p``, not
+``reference_draws``); they name none of the format's rule codes, so ``rule_codes`` is left
+out.
 
 **How a request maps onto the API** (requests and results as in :mod:`.decoder_folders`):
 
@@ -63,7 +65,7 @@ from .decoder_folders import (
     session_row,
 )
 
-FEATURES = ("load", "run", "genai_config")
+FEATURES = ("load", "run", "genai_config", "sampling")
 TOKENIZER = "tokenizer.json"
 ORT_LIBRARY_VARIABLE = "ONNX_GENAI_ORT_LIB"
 

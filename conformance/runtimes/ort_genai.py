@@ -4,8 +4,9 @@
 
 **What it runs.** onnxruntime-genai folders (``genai_config.json`` beside the decoder graph), on
 the CPU. It reads no document of the format (workflow or legacy ``model.io``): such a package is
-answered unsupported. Declared features: ``load``, ``run`` and ``genai_config``. It names none of
-the format's rule codes, so it leaves ``rule_codes`` out.
+answered unsupported. Declared features: ``load``, ``run``, ``genai_config`` and ``sampling``
+(its own seeded draws; not ``min_p``, not ``reference_draws``). It names none of the format's
+rule codes, so it leaves ``rule_codes`` out.
 
 **How a request maps onto its API** (requests and results as in :mod:`.decoder_folders`):
 
@@ -18,7 +19,9 @@ the format's rule codes, so it leaves ``rule_codes`` out.
   plus ``max_new_tokens``, capped at the model's ``context_length`` (onnxruntime-genai refuses a
   larger one); the folder's ``search.max_length`` is only its default, so a request overrides it.
 - Greedy rows: ``do_sample=False``. Sampled rows: ``do_sample=True`` with ``temperature``,
-  ``top_k`` (0: no filter), ``top_p`` and ``random_seed``; the random stream is the
+  ``top_k`` (no filter, the format's 0, is the vocabulary size: with ``top_k=0``
+  onnxruntime-genai 0.18 draws outside the top-p set, e.g. 35 of 200 draws at top-p 0.7 on
+  ``genai_decoder``), ``top_p`` and ``random_seed``; the random stream is the
   generator's, so it is onnxruntime-genai's own draws (and rows sharing a generator share it).
   min-p is not supported.
 - End ids: onnxruntime-genai stops a row on any ``eos_token_id``; the row publishes it and
@@ -57,7 +60,7 @@ from .decoder_folders import (
 )
 
 NAME = "onnxruntime-genai"
-FEATURES = ("load", "run", "genai_config")
+FEATURES = ("load", "run", "genai_config", "sampling")
 
 
 @dataclass
@@ -125,7 +128,10 @@ class OrtGenaiRuntime:
         if first.greedy:
             options["do_sample"] = False
         else:
-            options.update(do_sample=True, temperature=first.temperature, top_k=first.top_k,
+            # no top-k filter is top-k = the vocabulary: onnxruntime-genai's top-k 0 does not
+            # apply top-p as the format does (it draws outside the top-p set)
+            top_k = first.top_k if first.top_k > 0 else folder.vocab_size
+            options.update(do_sample=True, temperature=first.temperature, top_k=top_k,
                            top_p=first.top_p, random_seed=first.seed)  # fmt: skip
         try:
             params = og.GeneratorParams(handle.model)

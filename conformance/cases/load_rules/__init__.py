@@ -45,5 +45,5 @@ BASES = (
     "kv_decoder", "static_cache", "speculative", "lora", "media", "model_io_decoder",
     "lowered_decoder", "branching", "broadcast_and_presence", "events_and_appends",
     "nested_loops", "scatter_cache", "session_counter", "counting_loop", "arithmetic_decoder",
-    "arithmetic_decoder_sampled",
+    "arithmetic_decoder_sampled", "genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos",
 )  # fmt: skip
