@@ -1,8 +1,5 @@
-"""``conformance certify``: run the catalogue against a runtime and write the reports.
-
-    conformance certify --runtime SPEC [--expectations FILE] [--report-dir DIR] [--strict]
-                        [--jobs N] [--suite NAME]...
-    conformance show CASE_ID --dest DIR
+"""Certification: run the catalogue against a runtime and write the reports (the command line
+is :mod:`conformance.cli`).
 
 Exit status 0 iff no required case failed and the run has no fatal :class:`Problem` (with
 ``--strict``, every problem is fatal: the expectations file must be exact, every entry matching a
@@ -16,8 +13,6 @@ way is a failure.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import re
@@ -35,9 +30,8 @@ from xml.sax.saxutils import escape
 import numpy
 import onnx
 import onnxruntime
-import yaml
 
-from .cases.catalogue import FAILURE_KINDS, MIN_CASES, Case, catalogue, materialise
+from .cases.catalogue import FAILURE_KINDS, MIN_CASES, Case, catalogue
 from .protocol import FEATURES, PROTOCOL_VERSION, Unsupported
 from .runtimes import open_runtime
 
@@ -118,6 +112,7 @@ class ProblemKind(str, Enum):
     EMPTY_SUITE_TRIPWIRE = "empty_suite_tripwire"  # the catalogue is below its recorded minimum
     RESULT_COUNT_MISMATCH = "result_count_mismatch"  # not one result per selected case
     UNKNOWN_FEATURE = "unknown_feature"  # the runtime declares a feature the protocol lacks
+    INTERRUPTED = "interrupted"  # the run was stopped (Ctrl-C) before every case ran
 
     @property
     def fatal(self) -> bool:
@@ -125,6 +120,7 @@ class ProblemKind(str, Enum):
             ProblemKind.EMPTY_SUITE_TRIPWIRE,
             ProblemKind.RESULT_COUNT_MISMATCH,
             ProblemKind.UNKNOWN_FEATURE,
+            ProblemKind.INTERRUPTED,
         )
 
 
@@ -173,23 +169,63 @@ def _unsupported(exc: Unsupported, features: set[str]) -> tuple:
     return "not_applicable", said, f"runtime answered unsupported: {exc.feature}", None
 
 
+class Progress:
+    """Certification progress on stderr: a bar with elapsed time and ETA on a terminal (tqdm),
+    else a line every tenth of the run."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.enabled, self.done = total, enabled, 0
+        self.counts: Counter = Counter()
+        self.started = time.perf_counter()
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="case", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, result: Result) -> None:
+        self.done += 1
+        self.counts[result.status] += 1
+        if not self.enabled:
+            return
+        tally = " ".join(f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s])
+        if self.bar is not None:
+            self.bar.set_postfix_str(tally, refresh=False)
+            self.bar.update(1)
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            elapsed = time.perf_counter() - self.started
+            eta = elapsed / self.done * (self.total - self.done)
+            print(f"[{self.done}/{self.total}] {tally} ({elapsed:.0f} s elapsed, "
+                  f"about {eta:.0f} s left)", file=sys.stderr, flush=True)  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
-            progress=True, cases: list[Case] | None = None) -> tuple[dict, list[Result]]:  # fmt: skip
-    """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``;
-    ``expectations`` as :func:`read_expectations` takes them."""
+            progress=True, cases: list[Case] | None = None,
+            runtime=None) -> tuple[dict, list[Result]]:  # fmt: skip
+    """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``
+    (``runtime``: the runtime already opened from ``spec``); ``expectations`` as
+    :func:`read_expectations` takes them.
+
+    Ctrl-C stops the run: cases not yet started are cancelled, and the header says
+    ``interrupted`` with the results obtained so far."""
     started = time.perf_counter()
     expectations = read_expectations(expectations)
-    runtime = open_runtime(spec)
+    runtime = runtime or open_runtime(spec)
     info = runtime.describe()
     features = set(info.get("features", []))
     if cases is None:
         cases = [c for c in catalogue() if suites is None or c.suite in suites]
     results: list[Result] = []
-    counts: Counter = Counter()
-    tty = sys.stderr.isatty()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    bar = Progress(len(cases), progress)
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [pool.submit(judge, runtime, case, features) for case in cases]
-        for i, future in enumerate(futures, 1):
+        for future in futures:
             result = future.result()
             expectation = expectations.get(result.case.id)
             if expectation is not None and result.status == "failed":
@@ -200,13 +236,12 @@ def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
                         f"expected to fail with {expectation.describe()}, but failed otherwise"
                     )
             results.append(result)
-            counts[result.status] += 1
-            if progress and (tty or i == len(cases) or i % max(1, len(cases) // 10) == 0):
-                line = f"[{i}/{len(cases)}] " + " ".join(f"{s} {counts[s]}" for s in STATUSES)
-                print(("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr,
-                      flush=True)  # fmt: skip
-    if progress and tty:
-        print(file=sys.stderr)
+            bar.update(result)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        bar.close()
     if hasattr(runtime, "shutdown"):
         runtime.shutdown()
     header = {
@@ -223,6 +258,7 @@ def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
         },
         "catalogue_size": len(catalogue()),
         "selected": len(cases),
+        "interrupted": interrupted,
     }
     return header, results
 
@@ -316,6 +352,8 @@ def report_markdown(header: dict, results: list[Result], problems: list[Problem]
     lines.append(f"- versions: {versions}")
     lines.append(f"- cases: {header['selected']} selected of {header['catalogue_size']}, "
                  f"in {header['seconds']:.1f} s")  # fmt: skip
+    if header.get("interrupted"):
+        lines.append(f"- **interrupted**: partial report, {len(results)} cases ran")
     lines.append("")
     lines += ["## Verdict per feature", ""]
     lines.append(_row("feature", "declared", "verdict", "passed", "failed", "expected fail",
@@ -429,7 +467,15 @@ def check_run(header: dict, results: list[Result], expectations: dict, suites) -
                 f"the catalogue holds {header['catalogue_size']} cases, fewer than {MIN_CASES}",
             )
         )
-    if len(results) != header["selected"]:
+    if header.get("interrupted"):
+        problems.append(
+            Problem(
+                ProblemKind.INTERRUPTED,
+                f"interrupted after {len(results)} of {header['selected']} cases: this report is "
+                "partial",
+            )
+        )
+    elif len(results) != header["selected"]:
         problems.append(
             Problem(
                 ProblemKind.RESULT_COUNT_MISMATCH,
@@ -444,64 +490,3 @@ def exit_status(results: list[Result], problems: list[Problem], strict: bool) ->
     failed = any(r.status == "failed" for r in results)
     fatal = any(p.kind.fatal or strict for p in problems)
     return 1 if failed or fatal else 0
-
-
-def cmd_certify(args) -> int:
-    expectations = {}
-    if args.expectations:
-        try:
-            expectations = read_expectations(yaml.safe_load(Path(args.expectations).read_text()))
-        except (OSError, yaml.YAMLError, ValueError) as exc:
-            print(f"conformance: expectations {args.expectations}: {exc}", file=sys.stderr)
-            return 2
-    suites = set(args.suite) if args.suite else None
-    header, results = certify(args.runtime, expectations, args.jobs, suites)
-    problems = check_run(header, results, expectations, suites)
-    out = Path(args.report_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(
-        json.dumps(report_json(header, results, problems), indent=2) + "\n"
-    )
-    (out / "report.md").write_text(report_markdown(header, results, problems))
-    (out / "junit.xml").write_text(report_junit(header, results))
-    total = Counter(r.status for r in results)
-    print(f"{'status':<16} cases")
-    for status in STATUSES:
-        print(f"{status:<16} {total[status]}")
-    for problem in problems:
-        print(f"problem: {problem.message}")
-    print(f"reports: {out / 'report.md'}, {out / 'report.json'}, {out / 'junit.xml'}")
-    return exit_status(results, problems, args.strict)
-
-
-def cmd_show(args) -> int:
-    root = materialise(args.case_id, Path(args.dest))
-    print(root)
-    return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="conformance", description="Certify a runtime of "
-                                     "ONNX GenAI workflow packages.")  # fmt: skip
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("certify", help="run the suite against a runtime and write reports")
-    p.add_argument("--runtime", required=True,
-                   help="reference | reference:native (either with :plain) | "
-                        "python:MODULE:FACTORY | exec:COMMAND")  # fmt: skip
-    p.add_argument("--expectations", help="YAML {case id: reason | {reason, kind, match}} of "
-                   "expected failures")  # fmt: skip
-    p.add_argument("--report-dir", default="conformance-report")
-    p.add_argument("--strict", action="store_true", help="stale expectations fail the run")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    p.add_argument("--suite", action="append", help="only these suites (repeatable)")
-    p.set_defaults(func=cmd_certify)
-    p = sub.add_parser("show", help="write a case's package to a folder")
-    p.add_argument("case_id")
-    p.add_argument("--dest", required=True)
-    p.set_defaults(func=cmd_show)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

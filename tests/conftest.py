@@ -1,17 +1,22 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-UPSTREAM = SHARED / "upstream-fixtures"
+# The format's upstream material: its source (spec/upstream/) and example packages
+# (upstream-fixtures/), next to the repository by default. ONNX_GENAI_SHARED points at another
+# such folder; ONNX_GENAI_UPSTREAM_FIXTURES at the example packages alone.
+SHARED = Path(os.environ.get("ONNX_GENAI_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+UPSTREAM = Path(os.environ.get("ONNX_GENAI_UPSTREAM_FIXTURES") or SHARED / "upstream-fixtures")
+WHERE = "set ONNX_GENAI_UPSTREAM_FIXTURES (or ONNX_GENAI_SHARED) to run these tests"
 
 
 @pytest.fixture(scope="session")
 def upstream_dir() -> Path:
     if not UPSTREAM.is_dir():
-        pytest.skip("the shared upstream example packages (../shared/upstream-fixtures) are absent")
+        pytest.skip(f"the upstream example packages are absent ({UPSTREAM}); {WHERE}")
     return UPSTREAM
 
 

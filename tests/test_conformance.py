@@ -17,8 +17,8 @@ from conformance.certify import (
     certify,
     check_run,
     exit_status,
-    main,
 )
+from conformance.cli import main
 from conformance.protocol import Refused, Unsupported, decode_array, encode_array
 from conformance.runtimes import open_runtime
 from conformance.runtimes.reference import ReferenceRuntime
@@ -160,7 +160,7 @@ def test_certification_needs_no_test_dependency():
     import subprocess
 
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("syrupy", "hypothesis", "pytest"))
-    code = f"import sys; {blocked}; import conformance.certify, reference_runtime.cli"
+    code = f"import sys; {blocked}; import conformance.cli, reference_runtime.cli"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -170,6 +170,7 @@ FATAL = {
     ProblemKind.EMPTY_SUITE_TRIPWIRE,
     ProblemKind.RESULT_COUNT_MISMATCH,
     ProblemKind.UNKNOWN_FEATURE,
+    ProblemKind.INTERRUPTED,
 }
 
 
@@ -205,9 +206,10 @@ def _certify_two_cases(drop_one=False):
 
     real = module.certify
 
-    def fake(spec, expectations, jobs, suites, progress=True, cases=None):
+    def fake(spec, expectations, jobs, suites, progress=True, cases=None, runtime=None):
         cases = [c for c in catalogue() if c.suite == "acceptance"][:2]
-        header, results = real(spec, expectations, jobs, suites, progress=False, cases=cases)
+        header, results = real(spec, expectations, jobs, suites, progress=False, cases=cases,
+                               runtime=runtime)  # fmt: skip
         return header, results[1:] if drop_one else results
 
     return fake
@@ -244,8 +246,9 @@ def test_expectation_problems_fail_the_run_only_when_strict(
 
 def test_a_catalogue_below_its_minimum_always_fails_the_run(tmp_path, monkeypatch):
     import conformance.certify as module
+    import conformance.cli as cli
 
-    monkeypatch.setattr(module, "certify", _certify_two_cases())
+    monkeypatch.setattr(cli, "certify", _certify_two_cases())
     args = ["certify", "--runtime", "reference", "--report-dir", str(tmp_path)]
     assert main(args) == 0  # no --suite: the whole catalogue is checked against its minimum
     monkeypatch.setattr(module, "MIN_CASES", 10**6)
@@ -257,9 +260,9 @@ def test_a_catalogue_below_its_minimum_always_fails_the_run(tmp_path, monkeypatc
 
 
 def test_a_lost_result_always_fails_the_run(tmp_path, monkeypatch):
-    import conformance.certify as module
+    import conformance.cli as cli
 
-    monkeypatch.setattr(module, "certify", _certify_two_cases(drop_one=True))
+    monkeypatch.setattr(cli, "certify", _certify_two_cases(drop_one=True))
     assert main(["certify", "--runtime", "reference", *SUITE, "--report-dir", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["problems"] == [

@@ -4,8 +4,6 @@ read them). Every test skips, with the reason, where no GPU is usable."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -16,6 +14,7 @@ from conformance.runtimes.reference import ReferenceRuntime
 from fixtures import package_path
 from fixtures.generators import RUN_CASES
 from reference_runtime import Engine
+from tests.conftest import UPSTREAM
 
 
 def _cupy_gpu() -> str | None:
@@ -38,7 +37,6 @@ needs_ort_cuda = pytest.mark.skipif(
     "CUDAExecutionProvider" not in ort.get_available_providers(),
     reason="onnxruntime has no CUDAExecutionProvider here (the `cuda` extra on a GPU machine)",
 )
-UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "upstream-fixtures"
 
 
 @needs_cupy

@@ -78,7 +78,7 @@ def test_each_runtime_is_certified_with_its_committed_expectations(name, tmp_pat
     import json
     from pathlib import Path
 
-    from conformance.certify import main
+    from conformance.cli import main
 
     runtime, handle = _open(name)
     runtime.close(handle)

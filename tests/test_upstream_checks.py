@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,9 @@ from reference_runtime.package.rules.catalogue import (
     RUN_RULE_LIST,
     UPSTREAM_NOT_COVERED,
 )
+from tests.conftest import SHARED
 from tests.upstream_checks import check_id, normalise, read_checks, split_id
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 VALIDATION_RS = SHARED / "spec" / "upstream" / "validation.rs"
 
 ID = re.compile(r"^[a-z_][a-z0-9_]*: \S(.*\S)?$")
@@ -37,7 +36,7 @@ PROPOSED = re.compile(r"\bproposed ([A-H][0-9]{2})\b")
 def upstream_checks():
     if not VALIDATION_RS.is_file():
         pytest.skip(
-            "the format's upstream source (../shared/spec/upstream/validation.rs) is absent"
+            f"the format's upstream source ({VALIDATION_RS}) is absent; set ONNX_GENAI_SHARED"
         )
     return read_checks(VALIDATION_RS)
 

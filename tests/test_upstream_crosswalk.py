@@ -320,7 +320,9 @@ def documented_departures() -> dict[tuple[str, str], str]:
 @pytest.fixture(scope="module")
 def crosswalk() -> Crosswalk:
     if not UPSTREAM_SCHEMA.is_dir():
-        pytest.skip("the upstream schema sources (../shared/spec/upstream/schema) are absent")
+        pytest.skip(
+            f"the upstream schema sources ({UPSTREAM_SCHEMA}) are absent; set ONNX_GENAI_SHARED"
+        )
     return run_crosswalk()
 
 
@@ -412,7 +414,9 @@ PLANTS = [
 def test_the_reader_catches_a_planted_difference(plant, where, kind):
     """The crosswalk can fail: plant one difference in a copy of our schema and it is reported."""
     if not UPSTREAM_SCHEMA.is_dir():
-        pytest.skip("the upstream schema sources (../shared/spec/upstream/schema) are absent")
+        pytest.skip(
+            f"the upstream schema sources ({UPSTREAM_SCHEMA}) are absent; set ONNX_GENAI_SHARED"
+        )
     import copy
 
     schema = copy.deepcopy(published_schema())

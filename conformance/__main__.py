@@ -1,0 +1,7 @@
+"""``python -m conformance``: the ``conformance`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
