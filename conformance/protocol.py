@@ -82,6 +82,10 @@ FEATURES = (
     # Optional: runs report diagnostics {"counters": {"sessions_created", "invocations"}} of a
     # native (non-ONNX-Runtime) executor, checked by the `executor` suite.
     "native_executor",
+    # Optional: runs report diagnostics {"counters": {"sessions_created": {executor: n}}}, the
+    # sessions the runtime created for the loaded package so far (one per component, reused by
+    # every invocation and request), checked by the `component_sessions` suite.
+    "session_counters",
 )
 
 

@@ -15,8 +15,14 @@ judge a runtime on it. Suites:
 - ``rows``: each row of a batched request equals the same row run alone;
 - ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
   report executor diagnostics and declare ``native_executor`` only);
+- ``executor`` also holds packages using an op the reference runtime's native executor lacks
+  (``executor/native_gap/...``): under a native executor such a package is refused at load
+  (H90) or runs natively with the formula's results, never on another executor;
 - ``parity``: a run case under every executor the runtime declares, every pair within the
   goldens' tolerance; with fewer than two executors, against the golden;
+- ``component_sessions``: one run case per package, its requests run twice on one loaded
+  package: the second pass creates no session (one per component, reused by every invocation
+  and request); runtimes that report session counters and declare ``session_counters`` only;
 - ``sampling``: a run case whose tokens the runtime draws itself (a bare decoder's sampled
   requests), judged by properties (:mod:`.sampling`): reproducible, within the filters, and
   distributed as the decoder's logits say. Its golden and parity cases compare exact draws, so
@@ -40,9 +46,10 @@ from pathlib import Path
 from fixtures import package_path
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
+from fixtures.generators.edges import NATIVE_GAP_CASES
 
 from .. import goldens
-from ..package_reader import GENAI_CONFIG, is_bare_decoder
+from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
 from ..protocol import Refused, Runtime
 from . import sampling
 from .load_rules import BASES, MUTATIONS
@@ -51,9 +58,11 @@ from .run_cases import (
     aligned_outputs,
     execute,
     expected_refusals,
+    expected_results,
     request_rows,
     result_differences,
     row_differences,
+    run_requests,
     same,
     solo_request,
 )
@@ -72,7 +81,9 @@ FAILURE_KINDS = {
 }
 
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
-RUN_SUITES = ("golden", "determinism", "rows", "executor", "parity", "sampling")
+RUN_SUITES = (
+    "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -281,24 +292,93 @@ def _judge_rows(run: RunCase):
     return judge
 
 
+def _foreign_executors(results: list[dict]) -> list[str]:
+    """What the results' counters show ran outside the native executor."""
+    problems = []
+    for result in results:
+        counters = (result.get("diagnostics") or {}).get("counters")
+        if counters is None:
+            if not result.get("error"):
+                problems.append("the run reported no executor counters")
+            continue
+        foreign = sorted(set(counters.get("sessions_created", {})) - {"native"})
+        if foreign:
+            problems.append(f"sessions created by {', '.join(foreign)} under the native executor")
+        for component, by_executor in counters.get("invocations", {}).items():
+            if "ort" in by_executor:
+                problems.append(f"{component!r} ran on ONNX Runtime")
+    return problems
+
+
 def _judge_native_executor(run: RunCase):
     def judge(runtime: Runtime, root: Path) -> Outcome:
-        problems = []
-        for result in execute(runtime, run, root):
-            counters = (result.get("diagnostics") or {}).get("counters")
-            if counters is None:
-                if not result.get("error"):
-                    problems.append("the run reported no executor counters")
-                continue
-            foreign = sorted(set(counters.get("sessions_created", {})) - {"native"})
-            if foreign:
-                problems.append(
-                    f"sessions created by {', '.join(foreign)} under the native executor"
-                )
-            for component, by_executor in counters.get("invocations", {}).items():
-                if "ort" in by_executor:
-                    problems.append(f"{component!r} ran on ONNX Runtime")
-        return _verdict(problems, "native sessions only")
+        return _verdict(_foreign_executors(execute(runtime, run, root)), "native sessions only")
+
+    return judge
+
+
+def _judge_native_gap(run: RunCase):
+    """A package using an op the reference runtime's native executor lacks: refused at load
+    (naming H90, for a runtime declaring ``rule_codes``), or run natively with the formula's
+    results; never run on another executor."""
+
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        codes = "rule_codes" in (runtime.describe().get("features") or ())
+        try:
+            handle = runtime.load(str(root))
+        except Refused as exc:
+            if codes and "H90" not in refusal_codes(exc.code):
+                message = exc.message.splitlines()[0] if exc.message else ""
+                return Outcome(False, f"refused at load [{exc.code}], not H90: {message}",
+                               "wrong_code")  # fmt: skip
+            return Outcome(True, f"refused at load [{exc.code}]")
+        try:
+            results = run_requests(runtime, handle, run)
+        finally:
+            runtime.close(handle)
+        golden = {"results": [goldens.encode_result(r) for r in expected_results(run)]}
+        problems = _foreign_executors(results) + goldens.differences(golden, results)
+        return _verdict(problems, "ran on the native executor, with the formula's results")
+
+    return judge
+
+
+def _sessions_created(result: dict) -> int | None:
+    counters = (result.get("diagnostics") or {}).get("counters") or {}
+    created = counters.get("sessions_created")
+    return None if created is None else sum(created.values())
+
+
+def _judge_component_sessions(run: RunCase):
+    """The case's requests, run twice on one loaded package: the second pass creates no
+    session, and no more sessions exist than the package has components."""
+
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        document = read_document(root)
+        components = ((document.get("pipeline") or {}).get("workflow") or {}).get("components")
+        handle = runtime.load(str(root))
+        try:
+            passes = [run_requests(runtime, handle, run) for _ in range(2)]
+        finally:
+            runtime.close(handle)
+        problems, totals = [], []
+        for n, results in enumerate(passes, 1):
+            counts = [_sessions_created(r) for r in results if not r.get("error")]
+            if any(c is None for c in counts):
+                problems.append(f"pass {n}: a run reported no sessions_created counter")
+            totals.append(max((c for c in counts if c is not None), default=None))
+        first, second = totals
+        if first is None or second is None:
+            problems.append("no request ran, so no counter could be read")
+        elif second != first:
+            problems.append(
+                f"sessions created grew from {first} to {second} when the same requests ran "
+                "again (a session per invocation or per request, not per component)"
+            )
+        limit = len(components) if isinstance(components, dict) else None
+        if limit is not None and second is not None and second > limit:
+            problems.append(f"{second} sessions created for {limit} components")
+        return _verdict(problems, f"{first} sessions, reused by every invocation and request")
 
     return judge
 
@@ -323,6 +403,7 @@ def runtime_draws(run: RunCase) -> bool:
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
+    counted: set[str] = set()  # packages with a component_sessions case
     for run in RUN_CASES:
         if run.package not in documents:
             documents[run.package] = package_features(load_document(run.package))
@@ -347,11 +428,21 @@ def run_catalogue() -> list[Case]:
             )
         )
         cases.append(case("parity", PARITY, _judge_parity(run), ("parity", *exact)))
+        refusals = expected_refusals(run)
+        if run.package not in counted and len(refusals) < len(run.requests):
+            counted.add(run.package)
+            cases.append(
+                case(
+                    "component_sessions",
+                    "running the requests again creates no session (one per component)",
+                    _judge_component_sessions(run),
+                    ("session_counters",),
+                )
+            )
         if run.rows_independent:
             cases.append(case("rows", "each batched row equals its solo run", _judge_rows(run)))
         if draws and (package_path(run.package) / GENAI_CONFIG).exists():
             cases += sampling_cases(run, case)
-        refusals = expected_refusals(run)
         if refusals:
             which = ", ".join(f"request {i}: {code}" for i, code in refusals.items())
             cases.append(
@@ -364,6 +455,20 @@ def run_catalogue() -> list[Case]:
                     prefix="fail_closed/run",
                 )
             )
+    for run in NATIVE_GAP_CASES:
+        features = (*package_features(load_document(run.package)), "run", "native_executor")
+        cases.append(
+            Case(
+                f"executor/{run.id}",
+                "executor",
+                features,
+                f"refused at load (H90), or run on the native executor alone ({run.notes})",
+                _copy_base(run.package),
+                _judge_native_gap(run),
+                None,
+                run,
+            )
+        )
     return cases
 
 

@@ -25,22 +25,27 @@ def execute(runtime, case: RunCase, root=None, executor: str | None = None) -> l
     ``executor`` (one of the runtime's declared executors) is passed to ``load`` when given."""
     path = str(root or package_path(case.package))
     handle = runtime.load(path) if executor is None else runtime.load(path, executor=executor)
-    session = None
-    results = []
     try:
-        for request in case.requests:
-            request = dict(request)
-            if request.get("session_id") == "new":
-                session = runtime.create_session(handle)
-                request["session_id"] = session
-            elif request.get("session_id") == "same":
-                request["session_id"] = session
-            try:
-                results.append(runtime.run(handle, request))
-            except Refused as exc:
-                results.append({"error": exc.code})
+        return run_requests(runtime, handle, case)
     finally:
         runtime.close(handle)
+
+
+def run_requests(runtime, handle, case: RunCase) -> list[dict]:
+    """Run every request of ``case`` on a loaded ``handle`` (its sessions opened afresh)."""
+    session = None
+    results = []
+    for request in case.requests:
+        request = dict(request)
+        if request.get("session_id") == "new":
+            session = runtime.create_session(handle)
+            request["session_id"] = session
+        elif request.get("session_id") == "same":
+            request["session_id"] = session
+        try:
+            results.append(runtime.run(handle, request))
+        except Refused as exc:
+            results.append({"error": exc.code})
     return results
 
 

@@ -150,6 +150,11 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].carried[3].next", "undefined next value"),
     Mutation("D29", "kv_decoder", (Set((*LOOP, "iteration", "value"), "active"),),
              "pipeline.workflow.steps[0].iteration.value", "iteration value shadows a cell"),
+    # The bound is read once, at entry, where the loop's own cells are not yet values: a bound
+    # naming one (which the body would change) is refused, never re-read every pass.
+    Mutation("D29", "session_counter",
+             (Set(("pipeline", "workflow", "steps", 0, "max_iterations"), "count"),),
+             "pipeline.workflow.steps[0].max_iterations", "max_iterations names its own cell"),
     # ------------------------------------------------------------------ D30
     Mutation("D30", "kv_decoder", (Set((*LOOP, "max_iterations"), "request.temperature"),),
              "pipeline.workflow.steps[0].max_iterations", "float max_iterations"),
