@@ -45,6 +45,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "rows",
         "executor",
         "parity",
+        "component_sessions",
         "sampling",
     } == {c.suite for c in cases}
 
