@@ -50,7 +50,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
-from ..protocol import Refused, Runtime
+from ..protocol import Refused, Runtime, Unsupported
 from . import sampling
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
@@ -319,8 +319,8 @@ def _judge_native_executor(run: RunCase):
 
 def _judge_native_gap(run: RunCase):
     """A package using an op the reference runtime's native executor lacks: refused at load
-    (naming H90, for a runtime declaring ``rule_codes``), or run natively with the formula's
-    results; never run on another executor."""
+    (naming H90, for a runtime declaring ``rule_codes``) or answered unsupported, or run
+    natively with the formula's results; never run on another executor."""
 
     def judge(runtime: Runtime, root: Path) -> Outcome:
         codes = "rule_codes" in (runtime.describe().get("features") or ())
@@ -332,6 +332,8 @@ def _judge_native_gap(run: RunCase):
                 return Outcome(False, f"refused at load [{exc.code}], not H90: {message}",
                                "wrong_code")  # fmt: skip
             return Outcome(True, f"refused at load [{exc.code}]")
+        except Unsupported as exc:  # what it cannot run natively, it says it does not support
+            return Outcome(True, f"unsupported at load: {exc.feature}")
         try:
             results = run_requests(runtime, handle, run)
         finally:
