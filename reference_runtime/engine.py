@@ -21,7 +21,7 @@ from .counters import Counters
 from .errors import RunError, UsageError
 from .executors import load_sessions
 from .executors.adapters import select_adapters
-from .executors.base import RunContext
+from .executors.base import RunContext, running
 from .package import Package, load_package
 from .requests import PromptPreparer
 from .results import RunResult, TokenReader
@@ -40,8 +40,12 @@ __all__ = ["Engine", "RunResult"]
 class Engine:
     """Loads a package once; runs requests through the one interpreter.
 
-    Thread safety: an engine holds state between runs (sessions, adapter caches, kept KV);
-    share one engine between threads only with one run at a time.
+    Thread safety: one engine may serve runs from several threads at once. Sessions,
+    the interpreter and its compiled steps are shared and keep nothing of a request: each run
+    has its own frame and its own context (``executors/base.py: current_run``); the adapter
+    cache, the session store and the counters are locked. A conversation session runs one
+    turn at a time: a run, reset or close of a session while another run of it is in flight
+    is refused (``E58``).
     """
 
     def __init__(
@@ -103,14 +107,16 @@ class Engine:
         return self._store.token_count(sid)
 
     def reset_session(self, sid: str) -> None:
-        self._store.reset(sid)
-        for session in self._sessions.values():
-            session.forget(sid)
+        with self._store.turn(sid):
+            self._store.reset(sid)
+            for session in self._sessions.values():
+                session.forget(sid)
 
     def close_session(self, sid: str) -> None:
-        self._store.close(sid)
-        for session in self._sessions.values():
-            session.forget(sid)
+        with self._store.turn(sid):
+            self._store.close(sid)
+            for session in self._sessions.values():
+                session.forget(sid)
 
     # ------------------------------------------------------------------ running
 
@@ -132,38 +138,48 @@ class Engine:
     ) -> RunResult:
         """Run one request. ``overrides`` maps an ``application_overridable`` component to a
         declared replacement of the same contract, run in its place for this request."""
+        with self._store.turn(session_id):  # one run of a session at a time
+            return self._run(
+                prompt,
+                inputs,
+                max_new_tokens=max_new_tokens,
+                seed=seed,
+                greedy=greedy,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                min_p=min_p,
+                stop_on_eos=stop_on_eos,
+                session_id=session_id,
+                overrides=overrides,
+            )
+
+    def _run(self, prompt, inputs, *, stop_on_eos, session_id, overrides, **keywords):
         resolved = resolve_overrides(self.package, overrides)
         prompt, inputs, conversation = self._prompts.prepare(prompt, dict(inputs or {}), session_id)
         request = Request(
             prompt=prompt,
             inputs=inputs,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            greedy=greedy,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            min_p=min_p,
             stop_on_eos=stop_on_eos,
             session_id=session_id,
+            **keywords,
         )
         stored = self._store.stored(session_id)
         bound = self._binder.bind(request)
         context = RunContext(stop_on_eos, session_id, select_adapters(self.package, bound.values))
-        for session in self._sessions.values():
-            session.begin_run(context)
-        frame = self._interpreter.run(
-            bound.values,
-            bound.symbols,
-            stored_session=stored,
-            stop_on_eos=stop_on_eos,
-            batch=bound.batch,
-            overrides=resolved,
-        )
+        with running(context):  # what the sessions see of this request, on this thread only
+            frame = self._interpreter.run(
+                bound.values,
+                bound.symbols,
+                stored_session=stored,
+                stop_on_eos=stop_on_eos,
+                batch=bound.batch,
+                overrides=resolved,
+            )
         outputs = frame.outputs.finish(frame.symbols)
         if self._store.cells:
             self._store.save(session_id, self._final_cells(frame))  # only after a success
-        self._counters.runs += 1
+        self._counters.run_completed()
         tokens, reasons = self._tokens.tokens(outputs, frame)
         if conversation is not None:
             self._store.extend_conversation(session_id, conversation, tokens)

@@ -56,7 +56,7 @@ class OrtExecutor:
                 code="C83",
                 hint="Check the graph with onnx.checker, or run it with --executor native.",
             ) from exc
-        self.counters.sessions_created[self.name] += 1
+        self.counters.add("sessions_created", self.name)
         return OrtSession(component, session)
 
 
