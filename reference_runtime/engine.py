@@ -23,7 +23,7 @@ from .executors import load_sessions
 from .executors.adapters import select_adapters
 from .executors.base import RunContext, running
 from .package import Package, load_package
-from .requests import PromptPreparer
+from .requests import API, PromptPreparer, Spelling, check_keywords, check_token_rows
 from .results import RunResult, TokenReader
 from .sessions import SessionStore
 from .workflow.compiled import CompiledInterpreter
@@ -65,11 +65,16 @@ class Engine:
         self.provenance = package.provenance  # "authored" or "lowered"
         self._counters = counters
         self._sessions = sessions
-        self._binder = InputBinder(package.metadata, dynamic_symbols(workflow))
         interpreter = CompiledInterpreter if compiled else Interpreter
         self._interpreter = interpreter(workflow, sessions, counters)
         self._store = SessionStore(workflow)
         self._prompts = PromptPreparer(package, self._store)
+        vocabulary = self._prompts.vocabulary
+
+        def check_tokens(name, array):
+            check_token_rows(array, Spelling(prompt=f"input {name!r}"), vocabulary)
+
+        self._binder = InputBinder(package.metadata, dynamic_symbols(workflow), check_tokens)
         self._tokens = TokenReader(workflow)
 
     @classmethod
@@ -120,6 +125,41 @@ class Engine:
 
     # ------------------------------------------------------------------ running
 
+    def check_request(
+        self,
+        prompt=None,
+        inputs=None,
+        *,
+        spelling: Spelling = API,
+        **keywords,
+    ) -> None:
+        """Refuse (``H75``) a request whose prompt or keywords ``run`` would refuse before
+        binding them, without running anything; ``spelling`` names the request's parts in the
+        caller's terms (``Spelling`` fields: the keywords of ``run``)."""
+        self._checked(prompt, inputs, keywords, spelling)
+
+    def _checked(self, prompt, inputs, keywords: dict, spelling: Spelling):
+        unknown = sorted(set(keywords) - set(Spelling.__dataclass_fields__))
+        if unknown:
+            raise UsageError(f"unknown request keyword(s): {', '.join(unknown)}")
+        keywords = check_keywords(keywords, spelling)
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, dict):
+            raise RunError(
+                "H75",
+                f"inputs must be a dict of input name -> value, not {type(inputs).__name__}",
+                hint="Pass inputs={'name': value, ...}.",
+            )
+        bad = [name for name in inputs if not isinstance(name, str)]
+        if bad:
+            raise RunError(
+                "H75",
+                f"input names are strings; the request names an input {bad[0]!r}",
+                hint="Name each input by its workflow input name (or its source name).",
+            )
+        return self._prompts.check(prompt, spelling), dict(inputs), keywords
+
     def run(
         self,
         prompt=None,
@@ -138,25 +178,24 @@ class Engine:
     ) -> RunResult:
         """Run one request. ``overrides`` maps an ``application_overridable`` component to a
         declared replacement of the same contract, run in its place for this request."""
+        keywords = dict(
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            greedy=greedy,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+            stop_on_eos=stop_on_eos,
+        )
+        prompt, inputs, keywords = self._checked(prompt, inputs, keywords, API)
         with self._store.turn(session_id):  # one run of a session at a time
-            return self._run(
-                prompt,
-                inputs,
-                max_new_tokens=max_new_tokens,
-                seed=seed,
-                greedy=greedy,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                min_p=min_p,
-                stop_on_eos=stop_on_eos,
-                session_id=session_id,
-                overrides=overrides,
-            )
+            return self._run(prompt, inputs, session_id, overrides, keywords)
 
-    def _run(self, prompt, inputs, *, stop_on_eos, session_id, overrides, **keywords):
+    def _run(self, prompt, inputs: dict, session_id, overrides, keywords: dict) -> RunResult:
         resolved = resolve_overrides(self.package, overrides)
-        prompt, inputs, conversation = self._prompts.prepare(prompt, dict(inputs or {}), session_id)
+        stop_on_eos = keywords.pop("stop_on_eos")
+        prompt, inputs, conversation = self._prompts.prepare(prompt, inputs, session_id)
         request = Request(
             prompt=prompt,
             inputs=inputs,
