@@ -158,6 +158,8 @@ class Engine:
                 f"input names are strings; the request names an input {bad[0]!r}",
                 hint="Name each input by its workflow input name (or its source name).",
             )
+        checked = {k: v for k, v in keywords.items() if k != "stop_on_eos"}
+        self._binder.check_keywords(Request(**checked), spelling)  # what the package allows
         return self._prompts.check(prompt, spelling), dict(inputs), keywords
 
     def run(

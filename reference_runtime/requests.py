@@ -9,8 +9,9 @@ are padded when the workflow takes their lengths.
 
 What a request may say (docs/runtime.md, "What a request may say"):
 
-- ``max_new_tokens``: an integer in [0, 2**31 - 1] (0: nothing is generated, and each row's
-  finish reason is ``length``); ``seed``: an integer in int64's range;
+- ``max_new_tokens``: an integer at most 2**31 - 1 (0: nothing is generated, and each row's
+  finish reason is ``length``; a negative one is refused by the binder: ``G88`` where the
+  package's overrides bound it, else ``D44``, the loop bound it feeds); ``seed``: an integer in int64's range;
   ``top_k``: an integer >= 0 (0: no top-k filter). Booleans are not integers here, and
   nothing is cast: ``1.5`` or ``"5"`` is refused.
 - ``temperature`` >= 0, ``0 < top_p <= 1``, ``0 <= min_p <= 1``: finite real numbers, whatever
@@ -20,7 +21,7 @@ What a request may say (docs/runtime.md, "What a request may say"):
   of integers, a list of rows, or a 1-D / 2-D integer numpy array). Every token is an integer
   (no bool, no float), and within the vocabulary: ``[0, vocab)`` where the package declares
   its size (``package.tokenizer.vocab_size``) or its graph embeds tokens through a table
-  (a ``Gather`` of an initializer by the token input), else within int64.
+  (a ``Gather`` of an initializer by the token input), else within int64's range.
 """
 
 from __future__ import annotations
@@ -74,18 +75,19 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def _integer(keyword: str, value, low: int, high: int, spelling: Spelling) -> int:
+def _integer(keyword: str, value, low: int | None, high: int, spelling: Spelling) -> int:
+    """An integer at most ``high`` and, unless ``low`` is None, at least ``low``."""
     shown = spelling.show(keyword, value)
+    span = f"[{low}, {high}]" if low is not None else f"at most {high}"
     if not is_integer(value):
         raise _refuse(
             f"{shown}: {getattr(spelling, keyword)} must be an integer, not {type(value).__name__}",
-            f"Pass a whole number in [{low}, {high}].",
+            f"Pass a whole number ({span}).",
         )
     value = int(value)
-    if not low <= value <= high:
-        raise _refuse(
-            f"{shown} is outside [{low}, {high}]", f"Pass a whole number in [{low}, {high}]."
-        )
+    if value > high or (low is not None and value < low):
+        what = f"is outside {span}" if low is not None else f"is above the largest allowed, {high}"
+        raise _refuse(f"{shown} {what}", f"Pass a whole number ({span}).")
     return value
 
 
@@ -118,7 +120,11 @@ def check_keywords(keywords: dict, spelling: Spelling = API) -> dict:
         if not unset:
             out[flag] = bool(value)
     checks = {
-        "max_new_tokens": lambda v: _integer("max_new_tokens", v, 0, MAX_NEW_TOKENS_MAX, spelling),
+        # a negative bound is the package's to refuse (G88 where its overrides bound the
+        # field, else D44: InputBinder.check_keywords)
+        "max_new_tokens": lambda v: _integer(
+            "max_new_tokens", v, None, MAX_NEW_TOKENS_MAX, spelling
+        ),
         "seed": lambda v: _integer("seed", v, INT64_MIN, INT64_MAX, spelling),
         "top_k": lambda v: _integer("top_k", v, 0, INT64_MAX, spelling),
         "temperature": lambda v: _real(
@@ -151,10 +157,11 @@ def _prompt_shape_error(spelling: Spelling, what: str) -> RunError:
 def check_token_rows(prompt, spelling: Spelling, vocab: tuple[int, str] | None):
     """Token rows as given (a list of rows of ``int``, or an int64 array), each token an
     integer within the vocabulary; anything else is refused."""
-    low, high = 0, INT64_MAX
-    where = "int64"
-    if vocab is not None:
-        high, where = vocab[0] - 1, f"the vocabulary ({vocab[1]} = {vocab[0]})"
+    low, high = INT64_MIN, INT64_MAX
+    where = "int64 (the package declares no vocabulary)"
+    if vocab is not None:  # a negative id would index an embedding table from its end
+        low, high = 0, vocab[0] - 1
+        where = f"the vocabulary ({vocab[1]} = {vocab[0]})"
 
     def out_of_range(value: int, r: int, i: int) -> RunError:
         return _refuse(
@@ -171,7 +178,7 @@ def check_token_rows(prompt, spelling: Spelling, vocab: tuple[int, str] | None):
         if prompt.ndim not in (1, 2) or prompt.size == 0:
             raise _prompt_shape_error(spelling, f"an array of shape {list(prompt.shape)}")
         rows2 = prompt.reshape(1, -1) if prompt.ndim == 1 else prompt
-        if prompt.dtype.kind == "u" and rows2.max() > INT64_MAX:
+        if prompt.dtype.kind == "u" and int(rows2.max()) > INT64_MAX:
             bad = np.argwhere(rows2 > INT64_MAX)[0]
             raise out_of_range(int(rows2[tuple(bad)]), int(bad[0]), int(bad[1]))
         bad = np.argwhere((rows2 < low) | (rows2 > high))

@@ -237,28 +237,39 @@ class InputBinder:
             return False
         return not (self.defaults is not None and self.defaults.do_sample)
 
-    def check_keywords(self, request: Request) -> None:
+    def check_keywords(self, request: Request, spelling=None) -> None:
+        """What the package allows of the request keywords (``spelling``: how the caller names
+        them, a ``requests.Spelling``; the API's keywords by default)."""
+
+        def name(keyword: str) -> str:
+            return getattr(spelling, keyword) if spelling is not None else keyword
+
+        def show(keyword: str, value) -> str:
+            if spelling is not None:
+                return spelling.show(keyword, value)
+            return f"{keyword}={value!r}"
+
         for keyword, roles in KEYWORD_ROLES.items():
             value = getattr(request, keyword)
             if value is None:
                 continue
             if request.greedy and keyword in ("temperature", "top_k", "top_p", "min_p"):
                 raise _request_error(
-                    f"{keyword}={value!r} was given with greedy decoding",
-                    "Pass greedy=False to sample (greedy means temperature 0, top_k 1).",
+                    f"{show(keyword, value)} was given with greedy decoding",
+                    f"Leave {name('greedy')} off to sample (greedy means temperature 0, top_k 1).",
                 )
             if not any(role in self.role_inputs for role in roles):
                 raise _request_error(
-                    f"this package has no input for {keyword!r} (no request input with role "
-                    f"{' or '.join(roles)})",
-                    f"Leave {keyword} unset for this package.",
+                    f"this package has no input for {name(keyword)} (no request input with "
+                    f"role {' or '.join(roles)})",
+                    f"Leave {name(keyword)} unset for this package.",
                 )
             field_name = KEYWORD_FIELD[keyword]
             if self.overrides and field_name not in self.overrides:
                 raise _request_error(
                     f"this package does not let requests override {field_name!r} "
                     f"(generation.overrides lists {', '.join(self.overrides)})",
-                    f"Leave {keyword} unset for this package.",
+                    f"Leave {name(keyword)} unset for this package.",
                     code="G88",
                 )
             override = self.overrides.get(field_name)
@@ -268,9 +279,17 @@ class InputBinder:
                 or (bound.maximum is not None and value > bound.maximum)
             ):
                 raise _request_error(
-                    f"{keyword}={value!r} is outside the package's allowed range "
+                    f"{show(keyword, value)} is outside the package's allowed range "
                     f"[{bound.minimum}, {bound.maximum}]",
+                    f"Keep {name(keyword)} within the range generation.overrides allows.",
                     code="G88",
+                )
+            if keyword == "max_new_tokens" and value < 0:
+                raise _request_error(
+                    f"{show(keyword, value)} is negative: it bounds the workflow's loop "
+                    "(max_iterations), which cannot run a negative number of times",
+                    f"Pass {name(keyword)} >= 0 (0 generates nothing).",
+                    code="D44",
                 )
 
     def _default_field(self, field_name: str):
