@@ -135,6 +135,13 @@ def test_other_api_mistakes_are_refused(kv_engine, request_, words):
     assert words in _refused_api(kv_engine, **request_).message
 
 
+@pytest.mark.parametrize("overrides", [5, "sampler", [["a", "b"]], {1: "b"}, {"a": None}])
+def test_malformed_overrides_are_refused(kv_engine, overrides):
+    with pytest.raises(RunError) as err:
+        kv_engine.run(prompt=[[1, 2]], max_new_tokens=1, overrides=overrides)
+    assert err.value.code == "C21" and "overrides must map component names" in err.value.message
+
+
 def test_the_cli_refuses_two_prompts_and_unreadable_npy_files(tmp_path, capsys):
     assert main(["run", str(KV), "--json", "--prompt", "a", "--text", "b"]) == 2
     assert "--prompt and --text" in json.loads(capsys.readouterr().out)["error"]["message"]

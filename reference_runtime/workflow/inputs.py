@@ -118,9 +118,12 @@ def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
         or kind != "b"
         and array.dtype.kind == "b"
     ):
+        held = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integer numbers"}
         raise _request_error(
-            f"input {name!r} holds {array.dtype.kind!r}-kind values; the contract is "
-            f"{dtypes.canonical(contract.dtype)}"
+            f"input {name!r} holds {held[array.dtype.kind]}; the contract is "
+            f"{dtypes.canonical(contract.dtype)}",
+            "Pass values of the contract's kind: nothing is cast (no bool as a number, no "
+            "float as an integer).",
         )
     if kind in "iu":
         info = np.iinfo(want)
