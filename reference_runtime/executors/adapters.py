@@ -145,8 +145,8 @@ def read_safetensors(data: bytes) -> dict[str, np.ndarray]:
 
 class AdapterWeightsStore:
     """Loads adapter factors on demand, keeps at most ``max_entries`` (least recently used
-    evicted); ``counters.adapter_cache`` counts loads, hits and evictions. One lock guards
-    the cache: runs on several threads share it."""
+    evicted); ``engine.counters['adapter_cache']`` counts loads, hits and evictions. One lock
+    guards the cache: runs on several threads share it."""
 
     def __init__(self, package, counters: Counters):
         self.package = package
