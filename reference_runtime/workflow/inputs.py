@@ -263,7 +263,7 @@ class InputBinder:
                 )
             if not any(role in self.role_inputs for role in roles):
                 raise _request_error(
-                    f"this package has no input for {name(keyword)} (no request input with "
+                    f"this package has no input for {name(keyword)!r} (no request input with "
                     f"role {' or '.join(roles)})",
                     f"Leave {name(keyword)} unset for this package.",
                 )
