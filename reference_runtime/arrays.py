@@ -42,5 +42,5 @@ def to_host(value, counters=None) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
     if counters is not None:
-        counters.materialisations["device_to_host"] += 1
+        counters.add("materialisations", "device_to_host")
     return value.get()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,10 +16,11 @@ import numpy as np
 
 from .arrays import dtype_name
 from .engine import Engine
-from .errors import PackageError, ReferenceRuntimeError, UsageError
+from .errors import PackageError, ReferenceRuntimeError, RunError, UsageError
 from .package import validate_package
 from .package.lowering import BARE_SHAPES, lower, package_shape
 from .package.rules.catalogue import RULES
+from .requests import Spelling
 from .support import REFERENCE_SUPPORT
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
@@ -83,20 +85,86 @@ def _parse_input(text: str, engine):
         path = Path(raw[1:])
         if not path.is_file():
             raise UsageError(f"--input {name}: file {raw[1:]!r} does not exist")
-        return name, np.load(path, allow_pickle=False)
+        try:
+            return name, np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise RunError(
+                "H75",
+                f"--input {name}: {raw[1:]!r} is not a readable .npy array of numbers ({exc})",
+                hint="Save a numeric array with numpy.save (object arrays are not read).",
+            ) from None
     try:
         return name, json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--input {name}: {raw!r} is not JSON ({exc.msg})") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise UsageError(f"--input {name}: {raw!r} is not JSON ({message})") from None
 
 
-def _prompt(text: str | None):
+def _tokens_json(flag: str, text: str):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise RunError(
+            "H75",
+            f"{flag} {text!r} is not JSON token rows ({message})",
+            hint="Pass token rows such as [[1,2,3]]; pass text with --text.",
+        ) from None
+
+
+def _prompt(args) -> tuple[object, str]:
+    """The prompt and the flag that gave it. ``--tokens`` is JSON token rows, ``--text`` is
+    text; ``--prompt`` is token rows when it starts with ``[`` (and must then be valid JSON
+    token rows), text otherwise: the first character decides, never a failed parse."""
+    given = [(f, v) for f, v in (("--prompt", args.prompt), ("--tokens", args.tokens),
+                                 ("--text", args.text)) if v is not None]  # fmt: skip
+    if len(given) > 1:
+        raise UsageError(
+            f"{' and '.join(f for f, _ in given)} were both given",
+            hint="Give the prompt once: --tokens JSON, --text TEXT, or --prompt.",
+        )
+    if not given:
+        return None, "--prompt"
+    flag, value = given[0]
+    if flag == "--tokens" or (flag == "--prompt" and value.lstrip().startswith("[")):
+        return _tokens_json(flag, value), flag
+    return value, flag
+
+
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _integer_flag(flag: str, text: str | None):
+    if text is None:
+        return None
+    if not _INTEGER.match(text.strip()):
+        raise RunError(
+            "H75", f"{flag} {text!r} is not an integer", hint=f"Pass a whole number to {flag}."
+        )
+    return int(text)
+
+
+def _number_flag(flag: str, text: str | None):
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+        return float(text)
+    except ValueError:
+        raise RunError(
+            "H75", f"{flag} {text!r} is not a number", hint=f"Pass a number to {flag}."
+        ) from None
+
+
+CLI_SPELLING = dict(
+    max_new_tokens="--max-new-tokens",
+    seed="--seed",
+    greedy="--greedy",
+    temperature="--temperature",
+    top_k="--top-k",
+    top_p="--top-p",
+    min_p="--min-p",
+    stop_on_eos="--no-stop-on-eos",
+)
 
 
 def _run(args) -> int:
@@ -124,14 +192,22 @@ def _run(args) -> int:
                     hint="Name two declared components, e.g. --override sampler=greedy_sampler.",
                 )
             overrides[target] = replacement
-        result = engine.run(
-            prompt=_prompt(args.prompt),
-            inputs=inputs,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
+        prompt, flag = _prompt(args)
+        keywords = dict(
+            max_new_tokens=_integer_flag("--max-new-tokens", args.max_new_tokens),
+            seed=_integer_flag("--seed", args.seed),
+            greedy=True if args.greedy else None,
+            temperature=_number_flag("--temperature", args.temperature),
+            top_k=_integer_flag("--top-k", args.top_k),
+            top_p=_number_flag("--top-p", args.top_p),
+            min_p=_number_flag("--min-p", args.min_p),
             stop_on_eos=not args.no_stop_on_eos,
-            overrides=overrides,
         )
+        # refused in the command line's terms before anything runs
+        engine.check_request(
+            prompt, inputs, spelling=Spelling(prompt=flag, **CLI_SPELLING), **keywords
+        )
+        result = engine.run(prompt=prompt, inputs=inputs, overrides=overrides, **keywords)
     except UsageError as exc:
         return fail(exc, EXIT_USAGE)
     except PackageError as exc:
@@ -222,7 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the plain interpreter (the specification path) instead of its compiled fast "
         "path; results are the same",
     )
-    p.add_argument("--prompt", help="token rows as JSON (e.g. [[1,2,3]]) or text")
+    p.add_argument(
+        "--prompt",
+        help="token rows as JSON when it starts with '[' (e.g. [[1,2,3]]), text otherwise",
+    )
+    p.add_argument("--tokens", metavar="JSON", help="token rows as JSON, e.g. [[1,2,3]]")
+    p.add_argument("--text", help="a text prompt (tokenised with the package's tokenizer)")
     p.add_argument(
         "--input",
         action="append",
@@ -237,8 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TARGET=REPLACEMENT",
         help="run a declared replacement in place of an application_overridable component",
     )
-    p.add_argument("--max-new-tokens", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--max-new-tokens", metavar="N", help="new tokens, at least 1")
+    p.add_argument("--seed", metavar="S", help="an integer in int64's range")
+    p.add_argument("--greedy", action="store_true", help="decode greedily")
+    p.add_argument("--temperature", metavar="T", help="sampling temperature, >= 0")
+    p.add_argument("--top-k", metavar="K", help="sampling top-k, an integer >= 0")
+    p.add_argument("--top-p", metavar="P", help="sampling top-p, in (0, 1]")
+    p.add_argument("--min-p", metavar="P", help="sampling min-p, in [0, 1]")
     p.add_argument("--no-stop-on-eos", action="store_true")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_run)

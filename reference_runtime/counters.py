@@ -10,40 +10,70 @@
   tokens that were therefore not run again (``tokens``);
 - ``materialisations``: host_to_device / device_to_host copies;
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
+
+Every count goes through a method that holds one lock, so counts stay exact when runs share an
+engine from several threads; a snapshot taken while runs are in flight counts what they have
+done so far.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
+
+# the groups counted by key through ``Counters.add``
+GROUPS = (
+    "sessions_created",
+    "contract_executions",
+    "adapter_cache",
+    "prefix_reuse",
+    "materialisations",
+)
 
 
 class Counters:
     def __init__(self):
-        self.invocations: dict[str, Counter] = defaultdict(Counter)
-        self.sessions_created: Counter = Counter()
-        self.contract_executions: Counter = Counter()
-        self.adapter_cache: Counter = Counter()
-        self.prefix_reuse: Counter = Counter()
-        self.materialisations: Counter = Counter()
-        self.runs = 0
-        self.loop_iterations = 0
+        self._lock = threading.Lock()
+        self._invocations: dict[str, Counter] = defaultdict(Counter)
+        self._groups: dict[str, Counter] = {group: Counter() for group in GROUPS}
+        self._runs = 0
+        self._loop_iterations = 0
 
     def invoked(self, component: str, executor: str) -> None:
-        self.invocations[component][executor] += 1
+        with self._lock:
+            self._invocations[component][executor] += 1
+
+    def add(self, group: str, key: str, n: int = 1) -> None:
+        """Count ``n`` under ``key`` of ``group`` (one of ``GROUPS``)."""
+        with self._lock:
+            self._groups[group][key] += n
+
+    def run_completed(self) -> None:
+        with self._lock:
+            self._runs += 1
+
+    def iteration(self) -> None:
+        with self._lock:
+            self._loop_iterations += 1
 
     def snapshot(self) -> dict:
-        return {
-            "invocations": {k: dict(v) for k, v in sorted(self.invocations.items())},
-            "sessions_created": dict(self.sessions_created),
-            "contract_executions": dict(self.contract_executions),
-            "adapter_cache": {
-                key: self.adapter_cache.get(key, 0) for key in ("loads", "hits", "evictions")
-            },
-            "prefix_reuse": {key: self.prefix_reuse.get(key, 0) for key in ("hits", "tokens")},
-            "materialisations": {
-                key: self.materialisations.get(key, 0)
-                for key in ("host_to_device", "device_to_host")
-            },
-            "runs": self.runs,
-            "loop_iterations": self.loop_iterations,
-        }
+        with self._lock:
+            groups = {group: dict(counts) for group, counts in self._groups.items()}
+            return {
+                "invocations": {k: dict(v) for k, v in sorted(self._invocations.items())},
+                "sessions_created": groups["sessions_created"],
+                "contract_executions": groups["contract_executions"],
+                "adapter_cache": {
+                    key: groups["adapter_cache"].get(key, 0)
+                    for key in ("loads", "hits", "evictions")
+                },
+                "prefix_reuse": {
+                    key: groups["prefix_reuse"].get(key, 0) for key in ("hits", "tokens")
+                },
+                "materialisations": {
+                    key: groups["materialisations"].get(key, 0)
+                    for key in ("host_to_device", "device_to_host")
+                },
+                "runs": self._runs,
+                "loop_iterations": self._loop_iterations,
+            }

@@ -21,9 +21,9 @@ from .counters import Counters
 from .errors import RunError, UsageError
 from .executors import load_sessions
 from .executors.adapters import select_adapters
-from .executors.base import RunContext
+from .executors.base import RunContext, running
 from .package import Package, load_package
-from .requests import PromptPreparer
+from .requests import API, PromptPreparer, Spelling, check_keywords, check_token_rows
 from .results import RunResult, TokenReader
 from .sessions import SessionStore
 from .workflow.compiled import CompiledInterpreter
@@ -40,8 +40,12 @@ __all__ = ["Engine", "RunResult"]
 class Engine:
     """Loads a package once; runs requests through the one interpreter.
 
-    Thread safety: an engine holds state between runs (sessions, adapter caches, kept KV);
-    share one engine between threads only with one run at a time.
+    Thread safety: one engine may serve runs from several threads at once. Sessions,
+    the interpreter and its compiled steps are shared and keep nothing of a request: each run
+    has its own frame and its own context (``executors/base.py: current_run``); the adapter
+    cache, the session store and the counters are locked. A conversation session runs one
+    turn at a time: a run, reset or close of a session while another run of it is in flight
+    is refused (``E58``).
     """
 
     def __init__(
@@ -61,11 +65,16 @@ class Engine:
         self.provenance = package.provenance  # "authored" or "lowered"
         self._counters = counters
         self._sessions = sessions
-        self._binder = InputBinder(package.metadata, dynamic_symbols(workflow))
         interpreter = CompiledInterpreter if compiled else Interpreter
         self._interpreter = interpreter(workflow, sessions, counters)
         self._store = SessionStore(workflow)
         self._prompts = PromptPreparer(package, self._store)
+        vocabulary = self._prompts.vocabulary
+
+        def check_tokens(name, array):
+            check_token_rows(array, Spelling(prompt=f"input {name!r}"), vocabulary)
+
+        self._binder = InputBinder(package.metadata, dynamic_symbols(workflow), check_tokens)
         self._tokens = TokenReader(workflow)
 
     @classmethod
@@ -103,16 +112,55 @@ class Engine:
         return self._store.token_count(sid)
 
     def reset_session(self, sid: str) -> None:
-        self._store.reset(sid)
-        for session in self._sessions.values():
-            session.forget(sid)
+        with self._store.turn(sid):
+            self._store.reset(sid)
+            for session in self._sessions.values():
+                session.forget(sid)
 
     def close_session(self, sid: str) -> None:
-        self._store.close(sid)
-        for session in self._sessions.values():
-            session.forget(sid)
+        with self._store.turn(sid):
+            self._store.close(sid)
+            for session in self._sessions.values():
+                session.forget(sid)
 
     # ------------------------------------------------------------------ running
+
+    def check_request(
+        self,
+        prompt=None,
+        inputs=None,
+        *,
+        spelling: Spelling = API,
+        **keywords,
+    ) -> None:
+        """Refuse (``H75``) a request whose prompt or keywords ``run`` would refuse before
+        binding them, without running anything; ``spelling`` names the request's parts in the
+        caller's terms (``Spelling`` fields: the keywords of ``run``)."""
+        self._checked(prompt, inputs, keywords, spelling)
+
+    def _checked(self, prompt, inputs, keywords: dict, spelling: Spelling):
+        unknown = sorted(set(keywords) - set(Spelling.__dataclass_fields__))
+        if unknown:
+            raise UsageError(f"unknown request keyword(s): {', '.join(unknown)}")
+        keywords = check_keywords(keywords, spelling)
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, dict):
+            raise RunError(
+                "H75",
+                f"inputs must be a dict of input name -> value, not {type(inputs).__name__}",
+                hint="Pass inputs={'name': value, ...}.",
+            )
+        bad = [name for name in inputs if not isinstance(name, str)]
+        if bad:
+            raise RunError(
+                "H75",
+                f"input names are strings; the request names an input {bad[0]!r}",
+                hint="Name each input by its workflow input name (or its source name).",
+            )
+        checked = {k: v for k, v in keywords.items() if k != "stop_on_eos"}
+        self._binder.check_keywords(Request(**checked), spelling)  # what the package allows
+        return self._prompts.check(prompt, spelling), dict(inputs), keywords
 
     def run(
         self,
@@ -132,11 +180,7 @@ class Engine:
     ) -> RunResult:
         """Run one request. ``overrides`` maps an ``application_overridable`` component to a
         declared replacement of the same contract, run in its place for this request."""
-        resolved = resolve_overrides(self.package, overrides)
-        prompt, inputs, conversation = self._prompts.prepare(prompt, dict(inputs or {}), session_id)
-        request = Request(
-            prompt=prompt,
-            inputs=inputs,
+        keywords = dict(
             max_new_tokens=max_new_tokens,
             seed=seed,
             greedy=greedy,
@@ -145,25 +189,38 @@ class Engine:
             top_p=top_p,
             min_p=min_p,
             stop_on_eos=stop_on_eos,
+        )
+        prompt, inputs, keywords = self._checked(prompt, inputs, keywords, API)
+        with self._store.turn(session_id):  # one run of a session at a time
+            return self._run(prompt, inputs, session_id, overrides, keywords)
+
+    def _run(self, prompt, inputs: dict, session_id, overrides, keywords: dict) -> RunResult:
+        resolved = resolve_overrides(self.package, overrides)
+        stop_on_eos = keywords.pop("stop_on_eos")
+        prompt, inputs, conversation = self._prompts.prepare(prompt, inputs, session_id)
+        request = Request(
+            prompt=prompt,
+            inputs=inputs,
+            stop_on_eos=stop_on_eos,
             session_id=session_id,
+            **keywords,
         )
         stored = self._store.stored(session_id)
         bound = self._binder.bind(request)
         context = RunContext(stop_on_eos, session_id, select_adapters(self.package, bound.values))
-        for session in self._sessions.values():
-            session.begin_run(context)
-        frame = self._interpreter.run(
-            bound.values,
-            bound.symbols,
-            stored_session=stored,
-            stop_on_eos=stop_on_eos,
-            batch=bound.batch,
-            overrides=resolved,
-        )
+        with running(context):  # what the sessions see of this request, on this thread only
+            frame = self._interpreter.run(
+                bound.values,
+                bound.symbols,
+                stored_session=stored,
+                stop_on_eos=stop_on_eos,
+                batch=bound.batch,
+                overrides=resolved,
+            )
         outputs = frame.outputs.finish(frame.symbols)
         if self._store.cells:
             self._store.save(session_id, self._final_cells(frame))  # only after a success
-        self._counters.runs += 1
+        self._counters.run_completed()
         tokens, reasons = self._tokens.tokens(outputs, frame)
         if conversation is not None:
             self._store.extend_conversation(session_id, conversation, tokens)

@@ -12,7 +12,8 @@ from .package.visit import child_steps
 
 # codes of a workflow's declared `finish_reasons` output (int64 per row); the token-policy
 # contract writes them
-FINISH_CODES = {1: "stop", 2: "length", 3: "context_length"}
+# 0: the row generated nothing because its bound was 0 (``max_new_tokens=0``): ``length``
+FINISH_CODES = {0: "length", 1: "stop", 2: "length", 3: "context_length"}
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,14 @@ A session stores the final values of the workflow's session-scoped cells after e
 successful run (never a partial state), and, for a workflow whose session cell declares
 ``session.continuation`` (``kind: prompt_prefix``), the conversation so far: a turn's prompt is
 the stored conversation followed by the turn's new tokens. All access is locked: one store may
-serve runs from several threads.
+serve runs from several threads. A session runs one turn at a time (``turn``): a second run,
+reset or close of a session while a run of it is in flight is refused (``E58``), never
+interleaved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 
@@ -40,7 +43,36 @@ class SessionStore:
             c.scope == "session" for c in state.values()
         )
         self._stored: dict[str, dict[str, np.ndarray]] = {}
+        self._busy: set[str] = set()  # sessions a run is using now
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def turn(self, session_id: str | None):
+        """Hold ``session_id`` for one run (or a reset or close) of it; nothing to hold
+        without a session."""
+        if session_id is None:
+            yield
+            return
+        if not isinstance(session_id, str):
+            raise RunError(
+                "E58",
+                f"session_id must be a session id string, not {type(session_id).__name__}",
+                hint="Pass the id engine.create_session() returned.",
+            )
+        with self._lock:
+            if session_id in self._busy:
+                raise RunError(
+                    "E58",
+                    f"session {session_id!r} is in use by a run on another thread",
+                    hint="A session's turns follow one another: wait for the running turn to "
+                    "finish (or give each concurrent conversation its own session).",
+                )
+            self._busy.add(session_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy.discard(session_id)
 
     def create(self) -> str:
         if not self.can_hold_sessions:

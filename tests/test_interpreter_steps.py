@@ -145,9 +145,14 @@ def test_predicate_is_read_before_the_body(tmp_path):
 
 def test_zero_iterations_and_negative_bound(tmp_path):
     engine = counting_loop(tmp_path)
-    assert engine.run(inputs={"x": [1]}, max_new_tokens=0).tokens == [[]]
+    zero = engine.run(inputs={"x": [1]}, max_new_tokens=0)
+    assert zero.tokens == [[]] and zero.finish_reasons == ["length"]
+    # a negative request is refused in the request's terms; the loop refuses a bound fed to it
     with pytest.raises(RunError) as err:
         engine.run(inputs={"x": [1]}, max_new_tokens=-1)
+    assert err.value.code == "D44" and "max_new_tokens=-1 is negative" in err.value.message
+    with pytest.raises(RunError) as err:
+        engine.run(inputs={"x": [1], "request.max": [-1]})
     assert err.value.code == "D44"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections import OrderedDict
 
@@ -17,7 +18,7 @@ from ..counters import Counters
 from ..errors import ReferenceRuntimeError, RunError
 from ..package.abis import TEXT_ASSEMBLY
 from ..package.visit import invocations
-from .base import RunContext, Session
+from .base import Session, current_run
 from .preprocess import ProgramError, run_program
 
 _EPOCH_NS = time.monotonic_ns()
@@ -144,7 +145,8 @@ def read_safetensors(data: bytes) -> dict[str, np.ndarray]:
 
 class AdapterWeightsStore:
     """Loads adapter factors on demand, keeps at most ``max_entries`` (least recently used
-    evicted); ``counters.adapter_cache`` counts loads, hits and evictions."""
+    evicted); ``engine.counters['adapter_cache']`` counts loads, hits and evictions. One lock
+    guards the cache: runs on several threads share it."""
 
     def __init__(self, package, counters: Counters):
         self.package = package
@@ -154,20 +156,22 @@ class AdapterWeightsStore:
         self.capacity = cache.max_entries if cache else len(self.adapters.artifacts)
         self.by_index = {a.index: (alias, a) for alias, a in self.adapters.artifacts.items()}
         self.cache: OrderedDict[int, dict] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, index: int) -> dict:
-        if index in self.cache:
-            self.cache.move_to_end(index)
-            self.counters.adapter_cache["hits"] += 1
-            return self.cache[index]
-        alias, artifact = self.by_index[index]
-        factors = self._load(alias, artifact)
-        self.counters.adapter_cache["loads"] += 1
-        self.cache[index] = factors
-        while len(self.cache) > self.capacity:
-            self.cache.popitem(last=False)
-            self.counters.adapter_cache["evictions"] += 1
-        return factors
+        with self._lock:
+            if index in self.cache:
+                self.cache.move_to_end(index)
+                self.counters.add("adapter_cache", "hits")
+                return self.cache[index]
+            alias, artifact = self.by_index[index]
+            factors = self._load(alias, artifact)
+            self.counters.add("adapter_cache", "loads")
+            self.cache[index] = factors
+            while len(self.cache) > self.capacity:
+                self.cache.popitem(last=False)
+                self.counters.add("adapter_cache", "evictions")
+            return factors
 
     def _load(self, alias, artifact) -> dict:
         """target id -> (A [rank, in], B [out, rank], scaling); a binding's own rank and alpha
@@ -296,17 +300,12 @@ class ParameterOverlay(_AdapterSession):
             for t in store.adapters.target_manifest.targets
             if t.component == component and t.initializer == initializer
         )
-        self.selection: AdapterSelection | None = None
-
-    def begin_run(self, context: RunContext) -> None:
-        """The request's adapter selection (validated before anything runs)."""
-        self.selection = context.adapters
 
     def run(self, inputs, outputs):
         x = self.roles(inputs)["input"]
         if x.dtype != np.float32 or x.ndim != 2:
             raise self.error("input must be float32 [rows, features]")
-        selection = self.selection
+        selection = current_run().adapters  # this request's (validated before anything ran)
         if selection is None or len(selection.rows) != x.shape[0]:
             raise self.error(
                 "the request's adapter selection does not cover the input's rows", "G87"

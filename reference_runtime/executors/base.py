@@ -3,12 +3,20 @@
 The interpreter and the engine see every component through :class:`ComponentSession` and use
 nothing else of it. :class:`Session` gives the members a session does not need their defaults;
 every session type of the runtime derives from it.
+
+Sessions are shared by every run of an engine, including runs on other threads, so they keep
+no per-request state: what a request tells them (its adapter selection, whether rows stop on
+end ids, its conversation session) is the :class:`RunContext` that ``current_run()`` returns
+while the request runs (a context variable, so each thread sees its own request), and what a
+session must remember within one run lives in that context's ``state``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -18,11 +26,33 @@ from ..errors import RunError
 
 @dataclass(frozen=True)
 class RunContext:
-    """What every session is told before a request runs."""
+    """What sessions are told about the request that is running."""
 
-    stop_on_eos: bool  # whether rows stop on end tokens
-    session_id: str | None  # the conversation session, if any
+    stop_on_eos: bool = True  # whether rows stop on end tokens
+    session_id: str | None = None  # the conversation session, if any
     adapters: object | None = None  # the request's adapter selection (parameter overlays)
+    # what a session remembers within this run, under a key of its own
+    state: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+_CURRENT: ContextVar[RunContext | None] = ContextVar("reference_runtime_run", default=None)
+
+
+@contextlib.contextmanager
+def running(context: RunContext) -> Iterator[RunContext]:
+    """Make ``context`` the current run's for the calling thread while the block runs."""
+    token = _CURRENT.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_run() -> RunContext:
+    """The context of the request running on this thread; a session run outside any request
+    (a component run on its own) gets a fresh default one."""
+    context = _CURRENT.get()
+    return RunContext() if context is None else context
 
 
 @runtime_checkable
@@ -47,9 +77,6 @@ class ComponentSession(Protocol):
     def failure(self, exc: Exception) -> RunError:
         """What an exception raised by ``binding`` is reported as."""
 
-    def begin_run(self, context: RunContext) -> None:
-        """Called on every session before each request."""
-
     def forget(self, session_id: str) -> None:
         """A conversation session was reset or closed: drop anything kept for it."""
 
@@ -73,9 +100,6 @@ class Session:
             f"component {self.component!r} failed ({self.executor}): "
             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
         )
-
-    def begin_run(self, context: RunContext) -> None:
-        return None
 
     def forget(self, session_id: str) -> None:
         return None

@@ -48,7 +48,7 @@ from ..package.runtime_contracts import (
     POLICY_CONTRACT,
     kv_ports,
 )
-from .base import RunContext, Session
+from .base import Session, current_run
 
 FINISH_STOP, FINISH_LENGTH, FINISH_CONTEXT = 1, 2, 3  # the codes of results.FINISH_CODES
 
@@ -64,10 +64,10 @@ class AutoregressiveDecode(Session):
         self.component = component
         self.counters = counters
         # Per conversation session: the tokens its KV holds, that KV and its mask (the last
-        # state in which every fed token was real), reused by the next turn's prefill.
+        # state in which every fed token was real), reused by the next turn's prefill. The
+        # engine runs one turn of a session at a time; what a run has fed so far is kept in
+        # its own context (``current_run().state``), never here.
         self.prefixes: dict[str, _Prefix] = {}
-        self.session: str | None = None
-        self._fed: tuple[int, ...] | None = None
         self.graph = graph
         self.executor = graph.executor  # invocations are counted under the graph's executor
         self.templates = templates  # past-KV input -> (dims with None for symbolic, dtype)
@@ -100,10 +100,12 @@ class AutoregressiveDecode(Session):
         past = {name: inputs.get(name) for name in self.kv_inputs}
         past_mask = inputs.get("attention_mask")
         prefill = past_mask is None
-        fed = () if prefill else self._fed
+        context = current_run()
+        run_state = context.state.setdefault(id(self), {"fed": None})
+        fed = () if prefill else run_state["fed"]
         if prefill:
             past_mask = np.zeros((batch, 0), dtype=np.int64)
-            reused = self._reusable_prefix(tokens, lengths)
+            reused = self._reusable_prefix(context.session_id, tokens, lengths)
             if reused is not None:
                 n = len(reused.tokens)
                 tokens, lengths, step = (
@@ -112,8 +114,8 @@ class AutoregressiveDecode(Session):
                     int(lengths[0]) - n,
                 )
                 past_mask, past, fed = reused.mask, dict(reused.kv), reused.tokens
-                self.counters.prefix_reuse["hits"] += 1
-                self.counters.prefix_reuse["tokens"] += n
+                self.counters.add("prefix_reuse", "hits")
+                self.counters.add("prefix_reuse", "tokens", n)
         past_mask = np.asarray(past_mask, dtype=np.int64)
         columns = np.arange(step)[None, :]
         if self.padding == "left":
@@ -170,39 +172,36 @@ class AutoregressiveDecode(Session):
             out["capacity"] = np.asarray([mask.shape[1] + max(limit, 0)], dtype=np.int64)
         for name in self.kv_outputs:
             out[name] = results[name]
-        self._remember(fed, tokens, lengths, out)
+        run_state["fed"] = self._remember(context.session_id, fed, tokens, lengths, out)
         return {port: out[port] for port in outputs}
 
     # ------------------------------------------------------------------ kept KV
 
-    def begin_run(self, context: RunContext) -> None:
-        self.session = context.session_id
-        self._fed = None
-
     def forget(self, session_id: str) -> None:
         self.prefixes.pop(session_id, None)
 
-    def _reusable_prefix(self, tokens, lengths):
+    def _reusable_prefix(self, session, tokens, lengths):
         """The session's kept KV, when it holds a strict prefix of this one-row prompt."""
-        record = self.prefixes.get(self.session) if self.session is not None else None
+        record = self.prefixes.get(session) if session is not None else None
         if record is None or tokens.shape[0] != 1:
             return None
         row = tokens[0, : int(lengths[0])].tolist()
         n = len(record.tokens)
         return record if n < len(row) and tuple(row[:n]) == record.tokens else None
 
-    def _remember(self, fed, tokens, lengths, out) -> None:
-        if self.session is None or tokens.shape[0] != 1 or fed is None:
-            self._fed = None
-            return
+    def _remember(self, session, fed, tokens, lengths, out) -> tuple[int, ...] | None:
+        """Keep this state for the session's next turn; the tokens the KV now holds (None when
+        nothing is kept)."""
+        if session is None or tokens.shape[0] != 1 or fed is None:
+            return None
         valid = int(lengths[0])
         if valid == 0:  # the row sat this step out: keep the last state of real tokens only
-            self._fed = None
-            return
+            return None
         start = tokens.shape[1] - valid if self.padding == "left" else 0
-        self._fed = (*fed, *(int(t) for t in tokens[0, start : start + valid]))
+        fed = (*fed, *(int(t) for t in tokens[0, start : start + valid]))
         kv = {inp: out[o] for inp, o in zip(self.kv_inputs, self.kv_outputs, strict=True)}
-        self.prefixes[self.session] = _Prefix(self._fed, kv, out["attention_mask"])
+        self.prefixes[session] = _Prefix(fed, kv, out["attention_mask"])
+        return fed
 
 
 @dataclass(frozen=True)
@@ -225,10 +224,6 @@ class TokenPolicy(Session):
         self.context_length = int(p["context_length"])
         self.max_length = int(p["max_length"])
         self.pad = int(p["pad_token_id"])
-        self.stop_on_eos = True
-
-    def begin_run(self, context: RunContext) -> None:
-        self.stop_on_eos = context.stop_on_eos
 
     def run(self, inputs, outputs):
         logits = np.asarray(inputs["logits"], dtype=np.float64)
@@ -245,10 +240,11 @@ class TokenPolicy(Session):
         }
         token = np.full(batch, self.pad, dtype=np.int64)
         finish = np.zeros(batch, dtype=np.int64)
+        stop_on_eos = current_run().stop_on_eos
         for r in np.flatnonzero(active):
             token[r] = self._select(logits[r], r, int(generated[r]), params)
             count, total = generated[r] + 1, lengths[r] + 1
-            if self.stop_on_eos and eos.size and token[r] in eos:
+            if stop_on_eos and eos.size and token[r] in eos:
                 finish[r] = FINISH_STOP
             elif count >= limit:
                 finish[r] = FINISH_LENGTH

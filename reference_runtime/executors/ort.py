@@ -1,4 +1,11 @@
-"""The ONNX Runtime executor: one InferenceSession per component, created once at load."""
+"""The ONNX Runtime executor: one InferenceSession per component, created once at load.
+
+Sessions are created on the requested provider alone, with the Python wrapper's
+retry-on-another-provider off from the start (``enable_fallback=0``): a session that cannot be
+created is refused (``C83``) and nothing is printed or retried on the CPU. ONNX Runtime's own
+logger is limited to fatal messages: every error it reports is reported by this runtime, with a
+code (``C83`` at load, ``C86`` when a run fails).
+"""
 
 from __future__ import annotations
 
@@ -39,16 +46,18 @@ class OrtExecutor:
 
     def load(self, component: str, artifact: Path) -> OrtSession:
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # fatal only: the errors are ours to report
         try:
             if artifact.name.endswith(".textproto"):
                 source = load_model(artifact, external_data=True).SerializeToString()
             else:
                 source = str(artifact)
-            session = ort.InferenceSession(source, options, providers=[self.provider])
-            # ONNX Runtime's Python wrapper retries a run on the CPU provider when the requested
-            # provider fails; the runtime never falls back, so that retry is switched off.
-            session.disable_fallback()
+            # Without enable_fallback=0 the wrapper prints an "EP Error ... Falling back"
+            # banner to stdout and retries on the CPU provider when creation fails (and later
+            # runs would retry the same way); the runtime never substitutes a provider.
+            session = ort.InferenceSession(
+                source, options, providers=[self.provider], enable_fallback=0
+            )
         except Exception as exc:
             raise ReferenceRuntimeError(
                 f"ONNX Runtime cannot load component {component!r} ({artifact.name}): "
@@ -56,7 +65,14 @@ class OrtExecutor:
                 code="C83",
                 hint="Check the graph with onnx.checker, or run it with --executor native.",
             ) from exc
-        self.counters.sessions_created[self.name] += 1
+        if self.provider not in session.get_providers():  # never another provider instead
+            raise ReferenceRuntimeError(
+                f"ONNX Runtime created component {component!r} without {self.provider} "
+                f"(it has {', '.join(session.get_providers())})",
+                code="H89",
+                hint="Check the ONNX Runtime installation for this device, or use device='cpu'.",
+            )
+        self.counters.add("sessions_created", self.name)
         return OrtSession(component, session)
 
 

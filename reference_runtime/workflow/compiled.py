@@ -40,13 +40,15 @@ INT64 = np.dtype(np.int64)
 class CompiledInterpreter(Interpreter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # Filled once per step, on first use; two threads racing to fill an entry build equal
+        # functions and one of them is kept (each fill is a single dict store).
         self.step_lists: dict[int, tuple] = {}  # id(step list) -> (the list, its callables)
         self.invokes: dict[int, Callable] = {}  # id(invoke step) -> its generated function
         self.carries: dict[int, Callable] = {}  # id(loop step) -> its generated cell update
         self.iteration_shapes: dict[int, tuple] = {}  # id(iteration) -> its literal shape
 
     def steps(self, steps, frame: Frame) -> None:
-        if self.overrides:  # a run with request-time overrides takes the plain path
+        if frame.overrides:  # a run with request-time overrides takes the plain path
             return super().steps(steps, frame)
         for run_step in self.callables(steps):
             run_step(frame)
@@ -73,7 +75,7 @@ class CompiledInterpreter(Interpreter):
     # ------------------------------------------------------------------ invoke
 
     def invoke(self, step: InvokeStep, frame: Frame) -> None:
-        if self.overrides:
+        if frame.overrides:
             super().invoke(step, frame)
         else:
             self._invoke_function(step)(frame)
@@ -213,7 +215,7 @@ class InvokePlan:
             lines += [
                 f"    {o} = results[{p!r}]" for o, p in zip(out, self.output_ports, strict=True)
             ]
-        lines.append("    calls[executor] += 1")
+        lines.append("    invoked(component, executor)")
         refuse = f"plan.refuse_outputs([{', '.join(arg)}], [{', '.join(out)}])"
         for o, contract in zip(out, self.output_contracts, strict=True):
             lines += _contract_lines(o, contract, symbols, namespace, refuse)
@@ -226,7 +228,8 @@ class InvokePlan:
             binding=binding,
             output_ports=self.output_ports,
             executor=self.session.executor,
-            calls=interpreter.counters.invocations[self.step.component],
+            invoked=interpreter.counters.invoked,
+            component=self.step.component,
         )
         return generate(lines, "invoke", namespace, f"compiled {self.where()}", self).function
 

@@ -83,11 +83,17 @@ def _request_error(message: str, hint: str = "", code: str = "H75") -> RunError:
 
 
 def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
-    """A caller value as an array: Python scalars and lists take the contract's dtype; arrays
-    must already have it (the runtime never converts an array)."""
+    """A caller value as an array: Python scalars and lists take the contract's dtype (booleans
+    only a bool contract, integers an integer or float one, without wrapping); arrays must
+    already have it (the runtime never converts an array)."""
     want = numpy_dtype(contract.dtype)
     if isinstance(value, np.ndarray | np.generic):
         array = np.asarray(value)
+        if array.dtype == object:
+            raise _request_error(
+                f"input {name!r} is an array of Python objects",
+                "Pass an array of the contract's dtype (or plain Python numbers).",
+            )
         if array.dtype != want:
             raise _request_error(
                 f"input {name!r} is {dtype_name(array)}, the contract says "
@@ -97,20 +103,38 @@ def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
         return array
     try:
         array = np.asarray(value)
-    except ValueError as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise _request_error(f"input {name!r} is not a rectangular array: {exc}") from None
-    if array.dtype == object or array.dtype.kind in "USV":
-        raise _request_error(f"input {name!r} must hold numbers or booleans")
-    kind = want.kind
-    if kind == "b" and array.dtype.kind != "b" or kind in "iu" and array.dtype.kind not in "iu":
+    if array.dtype == object or array.dtype.kind not in "biuf":
         raise _request_error(
-            f"input {name!r} holds {array.dtype.kind!r}-kind values; the contract is "
-            f"{dtypes.canonical(contract.dtype)}"
+            f"input {name!r} must hold numbers or booleans (integers within 64 bits)"
+        )
+    kind = want.kind
+    if (
+        kind == "b"
+        and array.dtype.kind != "b"
+        or kind in "iu"
+        and array.dtype.kind not in "iu"
+        or kind != "b"
+        and array.dtype.kind == "b"
+    ):
+        held = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integer numbers"}
+        raise _request_error(
+            f"input {name!r} holds {held[array.dtype.kind]}; the contract is "
+            f"{dtypes.canonical(contract.dtype)}",
+            "Pass values of the contract's kind: nothing is cast (no bool as a number, no "
+            "float as an integer).",
         )
     if kind in "iu":
         info = np.iinfo(want)
-        if array.size and (array.min() < info.min or array.max() > info.max):
+        if array.size and (int(array.min()) < info.min or int(array.max()) > info.max):
             raise _request_error(f"input {name!r} has values outside {want}")
+    if kind == "f" and array.dtype.kind in "iuf" and array.size:
+        with np.errstate(over="ignore"):
+            cast = array.astype(want)
+        if np.isfinite(array).all() and not np.isfinite(cast).all():
+            raise _request_error(f"input {name!r} has values outside {want}'s range")
+        return cast
     return array.astype(want)
 
 
@@ -166,6 +190,16 @@ def _longest_row(prompt) -> int:
 
 def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) -> np.ndarray:
     dtype = numpy_dtype(contract.dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        values = value if isinstance(value, tuple | list) else [value]
+        bad = [v for v in values if isinstance(v, int) and not info.min <= v <= info.max]
+        if bad:
+            raise _request_error(
+                f"input {name!r} takes {dtypes.canonical(contract.dtype)}, which cannot hold "
+                f"{bad[0]}",
+                f"Pass a value in [{info.min}, {info.max}].",
+            )
     if isinstance(value, tuple | list):
         flat = list(value)
         if len(flat) != math.prod(shape):
@@ -179,8 +213,11 @@ def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) 
 
 
 class InputBinder:
-    def __init__(self, metadata: Metadata, dynamic: frozenset[str]):
+    def __init__(self, metadata: Metadata, dynamic: frozenset[str], check_tokens=None):
         self.md = metadata
+        # check_tokens(name as supplied, array): refuses token ids a prompt input supplied
+        # through `inputs` may not hold (the engine's vocabulary check)
+        self.check_tokens = check_tokens
         self.wf = metadata.workflow
         self.dynamic = dynamic
         gen = metadata.generation
@@ -203,28 +240,39 @@ class InputBinder:
             return False
         return not (self.defaults is not None and self.defaults.do_sample)
 
-    def check_keywords(self, request: Request) -> None:
+    def check_keywords(self, request: Request, spelling=None) -> None:
+        """What the package allows of the request keywords (``spelling``: how the caller names
+        them, a ``requests.Spelling``; the API's keywords by default)."""
+
+        def name(keyword: str) -> str:
+            return getattr(spelling, keyword) if spelling is not None else keyword
+
+        def show(keyword: str, value) -> str:
+            if spelling is not None:
+                return spelling.show(keyword, value)
+            return f"{keyword}={value!r}"
+
         for keyword, roles in KEYWORD_ROLES.items():
             value = getattr(request, keyword)
             if value is None:
                 continue
             if request.greedy and keyword in ("temperature", "top_k", "top_p", "min_p"):
                 raise _request_error(
-                    f"{keyword}={value!r} was given with greedy decoding",
-                    "Pass greedy=False to sample (greedy means temperature 0, top_k 1).",
+                    f"{show(keyword, value)} was given with greedy decoding",
+                    f"Leave {name('greedy')} off to sample (greedy means temperature 0, top_k 1).",
                 )
             if not any(role in self.role_inputs for role in roles):
                 raise _request_error(
-                    f"this package has no input for {keyword!r} (no request input with role "
-                    f"{' or '.join(roles)})",
-                    f"Leave {keyword} unset for this package.",
+                    f"this package has no input for {name(keyword)!r} (no request input with "
+                    f"role {' or '.join(roles)})",
+                    f"Leave {name(keyword)} unset for this package.",
                 )
             field_name = KEYWORD_FIELD[keyword]
             if self.overrides and field_name not in self.overrides:
                 raise _request_error(
                     f"this package does not let requests override {field_name!r} "
                     f"(generation.overrides lists {', '.join(self.overrides)})",
-                    f"Leave {keyword} unset for this package.",
+                    f"Leave {name(keyword)} unset for this package.",
                     code="G88",
                 )
             override = self.overrides.get(field_name)
@@ -234,9 +282,17 @@ class InputBinder:
                 or (bound.maximum is not None and value > bound.maximum)
             ):
                 raise _request_error(
-                    f"{keyword}={value!r} is outside the package's allowed range "
+                    f"{show(keyword, value)} is outside the package's allowed range "
                     f"[{bound.minimum}, {bound.maximum}]",
+                    f"Keep {name(keyword)} within the range generation.overrides allows.",
                     code="G88",
+                )
+            if keyword == "max_new_tokens" and value < 0:
+                raise _request_error(
+                    f"{show(keyword, value)} is negative: it bounds the workflow's loop "
+                    "(max_iterations), which cannot run a negative number of times",
+                    f"Pass {name(keyword)} >= 0 (0 generates nothing).",
+                    code="D44",
                 )
 
     def _default_field(self, field_name: str):
@@ -282,6 +338,9 @@ class InputBinder:
             key = name if name in supplied else alias if alias in supplied else None
             if key is not None:
                 direct[name] = to_array(name, supplied.pop(key), inp.contract)
+                role = inp.role.role if isinstance(inp.role, RuntimeRole) else None
+                if role == "prompt_tokens" and self.check_tokens is not None:
+                    self.check_tokens(key, direct[name])
                 continue
             source = inp.source
             if isinstance(source, RequestSource):

@@ -67,6 +67,8 @@ class Frame:
     # the active-row masks of the enclosing loops' current iterations where some rows are
     # inactive (innermost last)
     active_rows: list[np.ndarray] = field(default_factory=list)
+    # target component -> Override: the request's component overrides
+    overrides: Mapping = field(default_factory=dict)
 
 
 def dynamic_symbols(workflow: Workflow) -> frozenset[str]:
@@ -94,6 +96,9 @@ def per_row_outputs(workflow: Workflow) -> set[str]:
 
 
 class Interpreter:
+    """Runs a workflow. It keeps nothing of a run: everything a run changes lives in its
+    :class:`Frame`, so runs on several threads can share one interpreter."""
+
     def __init__(self, workflow: Workflow, sessions: Mapping[str, object], counters: Counters):
         self.wf = workflow
         self.sessions = sessions
@@ -107,7 +112,6 @@ class Interpreter:
             component for _, g in self.scatter_groups for component in g.update.write_indices_ports
         }
         self.per_row_outputs = per_row_outputs(workflow)
-        self.overrides: dict = {}  # target component -> Override, for the current run
         self.kinds = {
             SequenceStep: self.sequence,
             InvokeStep: self.invoke,
@@ -130,13 +134,13 @@ class Interpreter:
     ) -> Frame:
         """Run the workflow's steps on the bound inputs (``values``, whose symbols are bound in
         ``symbols``); the frame holds what the run produced."""
-        self.overrides = dict(overrides or {})
         frame = Frame(
             values=values,
             symbols=symbols,
             outputs=OutputStore(dict(self.wf.outputs), self.per_row_outputs, batch),
             stored_session=stored_session,
             stop_on_eos=stop_on_eos,
+            overrides=dict(overrides or {}),
         )
         self.steps(self.wf.steps, frame)
         return frame
@@ -187,7 +191,7 @@ class Interpreter:
         if session.host_only:
             inputs = {port: to_host(value, self.counters) for port, value in inputs.items()}
         ports = list(step.outputs)
-        override = self.overrides.get(step.component)
+        override = frame.overrides.get(step.component)
         if override is not None:
             replacement = self.sessions[override.replacement]
             results = invoke_override(override, replacement, inputs, ports, where)
@@ -195,7 +199,7 @@ class Interpreter:
         else:
             contract_id = session.contract
             if contract_id is not None:  # a runtime contract executor: counted at dispatch
-                self.counters.contract_executions[contract_id] += 1
+                self.counters.add("contract_executions", contract_id)
             results = session.run(inputs, ports)
             self.counters.invoked(step.component, session.executor)
         for port, name in step.outputs.items():
@@ -244,7 +248,7 @@ class Interpreter:
             self.body(step, frame)
             if not all_active:
                 frame.active_rows.pop()
-            self.counters.loop_iterations += 1
+            self.counters.iteration()
             # Inactive rows are merged back only when some rows are active and some are not.
             merge = None if all_active or mask.size == 1 else mask
             self.next_cells(step, frame, merge, bounds, where)

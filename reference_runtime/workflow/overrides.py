@@ -53,7 +53,17 @@ def _ports(comp, package, name) -> tuple[dict, dict]:
 def resolve_overrides(package, requested: dict | None) -> dict[str, Override]:
     workflow = package.metadata.workflow
     resolved = {}
-    for target, replacement in sorted((requested or {}).items()):
+    if requested is None:
+        requested = {}
+    if not isinstance(requested, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in requested.items()
+    ):
+        raise RunError(
+            "C21",
+            f"overrides must map component names to component names, not {requested!r:.60}",
+            hint="Pass overrides={'target': 'replacement'} with declared component names.",
+        )
+    for target, replacement in sorted(requested.items()):
         comps = workflow.components
         for role, name in (("target", target), ("replacement", replacement)):
             if name not in comps:

@@ -65,7 +65,7 @@ class NativeExecutor:
                 hint="Run this package with --executor ort (executor='ort'); the native "
                 "executor refuses what it does not implement instead of falling back.",
             )
-        self.counters.sessions_created[self.name] += 1
+        self.counters.add("sessions_created", self.name)
         return NativeSession(component, plan, self)
 
 
@@ -87,6 +87,6 @@ class NativeSession(Session):
             for name, value in feeds.items():
                 if isinstance(value, np.ndarray):
                     feeds[name] = self.xp.asarray(value)
-                    self.counters.materialisations["host_to_device"] += 1
+                    self.counters.add("materialisations", "host_to_device")
         results = self.plan.run(feeds)
         return {name: results[name] for name in outputs}

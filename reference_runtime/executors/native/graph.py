@@ -17,6 +17,7 @@ never let a float64 (or any other dtype) creep in unnoticed.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,7 +49,7 @@ class NodeView:
     """What a kernel sees: attributes, the array module, subgraphs, the node's identity."""
 
     __slots__ = ("proto", "name", "op_type", "domain", "attrs", "xp", "opset", "subgraphs",
-                 "env", "n_outputs", "plan_context")  # fmt: skip
+                 "_env", "n_outputs", "plan_context")  # fmt: skip
 
     def __init__(self, proto: onnx.NodeProto, xp, opset: int):
         self.proto = proto
@@ -60,9 +61,17 @@ class NodeView:
         self.attrs: dict = {}
         self.subgraphs: dict[str, Plan | list[Plan]] = {}
         # For nodes that run subgraphs: the enclosing values those subgraphs read, by name
-        # (set just before the node runs).
-        self.env = None
+        # (set just before the node runs). Per thread: runs on several threads share a plan.
+        self._env = threading.local()
         self.n_outputs = len(proto.output)
+
+    @property
+    def env(self):
+        return getattr(self._env, "value", None)
+
+    @env.setter
+    def env(self, value) -> None:
+        self._env.value = value
 
     def attr(self, name: str, default=None):
         return self.attrs.get(name, default)

@@ -1065,14 +1065,18 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "request axis.",
        "Make the body produce the next value the recurrence declares.", phase="run"),
     _r("E58", "session-required",
-       "The workflow has session-scoped state but the request carries no session id, or the "
-       "session id is unknown (closed or never created).",
+       "The workflow has session-scoped state but the request carries no session id, the "
+       "session id is unknown (closed or never created), or a run of that session is in flight "
+       "(a session runs one turn at a time).",
        "Create a session with `engine.create_session()` and pass `session_id`.", phase="run"),
     _r("H75", "request-refused",
        "The request supplies an undeclared input (or one twice), misses a required one, gives a "
        "value that cannot take the input's dtype, a keyword the package has no input for, or a "
-       "text prompt without a tokenizer.",
-       "Pass exactly the declared inputs; the message names the one at fault.", phase="run"),
+       "text prompt without a tokenizer; or a request value is out of its range: a keyword "
+       "that is not a finite number in its documented range (an integer where one is due, "
+       "never a bool), or a prompt token that is not an integer within the vocabulary.",
+       "Pass exactly the declared inputs, with values in range; the message names the one at "
+       "fault in the caller's terms.", phase="run"),
     _r("H84", "contract-violation",
        "A value breaks its contract at a boundary: an input, an invoke port, a carried cell's "
        "start value, an emit, or a final output (dtype, rank, fixed dimension, or a symbol bound "
