@@ -174,9 +174,12 @@ def _unsupported(exc: Unsupported, features: set[str]) -> tuple:
 
 
 def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
-            progress=True, cases: list[Case] | None = None) -> tuple[dict, list[Result]]:  # fmt: skip
+            progress=True, cases: list[Case] | None = None,
+            fail_fast: bool = False) -> tuple[dict, list[Result]]:  # fmt: skip
     """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``;
-    ``expectations`` as :func:`read_expectations` takes them."""
+    ``expectations`` as :func:`read_expectations` takes them. With ``fail_fast``, the first
+    failed case (in the order of ``cases``) ends the run: the cases not yet started are not
+    judged, so the results hold fewer entries than the selection (``header["selected"]``)."""
     started = time.perf_counter()
     expectations = read_expectations(expectations)
     runtime = open_runtime(spec)
@@ -201,6 +204,10 @@ def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
                     )
             results.append(result)
             counts[result.status] += 1
+            if fail_fast and result.status == "failed":
+                for pending in futures[i:]:
+                    pending.cancel()
+                break
             if progress and (tty or i == len(cases) or i % max(1, len(cases) // 10) == 0):
                 line = f"[{i}/{len(cases)}] " + " ".join(f"{s} {counts[s]}" for s in STATUSES)
                 print(("\r" if tty else "") + line, end="" if tty else "\n", file=sys.stderr,
