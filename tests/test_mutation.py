@@ -35,6 +35,12 @@ mutation = _tool()
 PACKAGE_DIR = ROOT / "reference_runtime"
 
 
+@pytest.fixture(scope="module")
+def everything():
+    """Every mutant of the whole runtime, hand-written ones included."""
+    return mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
+
+
 def points(source: str) -> list[tuple[str, str, str]]:
     """(operator, the replaced text, its replacement) for each mutation point of ``source``."""
     finder = mutation._Finder(source)
@@ -73,8 +79,8 @@ def test_the_generator_mutates_code_never_annotations_or_docstrings():
     assert "int" not in touched.split() and "docstring" not in touched and "list" not in touched
 
 
-def test_mutant_ids_are_unique_and_stable():
-    first = mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
+def test_mutant_ids_are_unique_and_stable(everything):
+    first = everything
     second = mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
     ids = [m.id for m in first]
     assert len(ids) == len(set(ids)) > 1000
@@ -85,8 +91,7 @@ def test_mutant_ids_are_unique_and_stable():
         ast.parse(m.source)  # every mutant is a valid program
 
 
-def test_the_sample_is_seeded_and_keeps_every_hand_written_mutant():
-    everything = mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
+def test_the_sample_is_seeded_and_keeps_every_hand_written_mutant(everything):
     a = mutation.sample(everything, 20, 7)
     assert [m.id for m in a] == [m.id for m in mutation.sample(everything, 20, 7)]
     assert [m.id for m in a] != [m.id for m in mutation.sample(everything, 20, 8)]
@@ -114,9 +119,9 @@ def test_a_hand_written_mutant_that_no_longer_applies_is_refused(monkeypatch):
         mutation.generate(PACKAGE_DIR, ("",), ("hand_written",), True)
 
 
-def test_the_equivalent_mutants_are_mutants_each_with_a_reason():
+def test_the_equivalent_mutants_are_mutants_each_with_a_reason(everything):
     equivalent = mutation.read_equivalent(mutation.EQUIVALENT_FILE)
-    ids = {m.id for m in mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)}
+    ids = {m.id for m in everything}
     stale = sorted(set(equivalent) - ids)
     assert not stale, f"tools/mutation_equivalent.yaml lists mutants that no longer exist: {stale}"
 

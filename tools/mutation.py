@@ -694,7 +694,15 @@ def candidates(rel: str, cases: dict, codes=frozenset()) -> list[tuple[str, str]
     for spec, suites in runs:
         for suite in suites:
             chosen = [cid for cid, case in cases.items() if case.suite == suite]
-            chosen.sort(key=lambda cid: _relevance(rel, cases[cid]))
+            # Breadth first: the first case of every package (fail-closed: of every rule), then
+            # the second of each, and so on.
+            position: dict[str, int] = {}
+            nth = {}
+            for cid in chosen:
+                case = cases[cid]
+                group = case.run.package if case.run is not None else (case.rule or "")
+                nth[cid] = position[group] = position.get(group, -1) + 1
+            chosen.sort(key=lambda cid: (_relevance(rel, cases[cid]), nth[cid]))
             out += [(spec, cid) for cid in chosen]
     named = {(spec, cid) for spec, cid in out if set((cases[cid].rule or "").split(", ")) & codes}
     return sorted(dict.fromkeys(out), key=lambda pair: pair not in named)
@@ -998,6 +1006,9 @@ def report(outcomes: list[Outcome], header: dict) -> tuple[dict, str]:
     md.append(f"- mutants: {len(outcomes)} run of {header['generated']} generated ({sampled}); "
               f"{'coverage-selected cases' if header['coverage'] else 'no coverage'}; "
               f"{header['seconds']:.0f} s")  # fmt: skip
+    if header["interrupted"]:
+        md.append(f"- **interrupted**: {len(outcomes)} of the {header['selected']} selected "
+                  "mutants were certified")  # fmt: skip
     md.append(f"- **kill rate: {caught}/{live} = {ratio:.1%}** of the non-equivalent mutants "
               "(timeouts count as killed)")  # fmt: skip
     if header.get("control_failures"):
@@ -1133,13 +1144,19 @@ def _main(args) -> int:
             log(f"control run: {len(control.failing)} cases fail without a mutant; not used")
         originals = {f: (package_dir / f).read_text() for f in {m.file for m in mutants}}
         outcomes = []
+        interrupted = False
         for i, m in enumerate(mutants, 1):
-            if m.id in equivalent:
-                o = Outcome(m.id, m.file, m.line, m.operator, m.description, "equivalent",
-                            note=equivalent[m.id])  # fmt: skip
-            else:
-                o = run_mutant(ws, control, m, plan[m.id], args.coverage, originals[m.file],
-                               args.max_cases)  # fmt: skip
+            try:
+                if m.id in equivalent:
+                    o = Outcome(m.id, m.file, m.line, m.operator, m.description, "equivalent",
+                                note=equivalent[m.id])  # fmt: skip
+                else:
+                    o = run_mutant(ws, control, m, plan[m.id], args.coverage,
+                                   originals[m.file], args.max_cases)  # fmt: skip
+            except KeyboardInterrupt:  # report what ran
+                interrupted = True
+                log(f"interrupted: reporting the {len(outcomes)} mutants certified")
+                break
             outcomes.append(o)
             caught, live, ratio = rate(outcomes)
             by = f" by {o.case}" if o.case else (f" ({o.note})" if o.note else "")
@@ -1158,6 +1175,8 @@ def _main(args) -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "control_failures": sorted(f"{cid} under {spec}" for spec, cid in control.failing),
         "stale_equivalents": stale,
+        "interrupted": interrupted,
+        "selected": len(mutants),
     }
     data, md = report(outcomes, header)
     out = Path(args.report_dir)
@@ -1174,6 +1193,9 @@ def _main(args) -> int:
         if args.target is None and args.operator is None:
             print(f"problem: {EQUIVALENT_FILE.name} lists {entry!r}, which is no mutant now")
     print(f"reports: {out / 'mutation.md'}, {out / 'mutation.json'}")
+    if interrupted:
+        print(f"interrupted after {len(outcomes)} of {len(mutants)} mutants")
+        return 1
     if floor is not None and ratio < floor["floor"]:
         print(f"problem: the kill rate {ratio:.4f} is below the floor {floor['floor']} of "
               f"{FLOOR_FILE.name}: a change lets mutants survive that were killed (see the "
