@@ -57,7 +57,9 @@ kill rate is (killed + timeout) / (all - equivalent).
 (a change elsewhere leaves the choice of the others alone), and every hand-written one.
 ``--floor`` runs the CI sample of ``tools/mutation_floor.yaml`` and fails when its kill rate is
 below the committed floor (which may only rise). ``--list`` prints the mutants without running
-them. Progress goes to stderr with the elapsed time; a summary ends the run. Exit status: 0 when
+them. Mutants run hand-written first, then in the order of the hash of (seed, id), so an
+interrupted run (Ctrl-C, SIGTERM), which reports the mutants it certified, has a sample spread
+over every module. Progress goes to stderr with the elapsed time; a summary ends the run. Exit status: 0 when
 the run completed (with ``--floor``: and the rate is not below the floor), 1 otherwise, 2 on a
 usage error. Needs ``os.fork`` (Linux, macOS); CPU-time limits read ``/proc`` (elsewhere, the
 wall-clock limit alone applies).
@@ -629,6 +631,16 @@ def generate(package_dir: Path, targets, operators, hand_written: bool) -> list[
     return mutants
 
 
+def _rank(seed: int, m: Mutant) -> str:
+    return hashlib.sha256(f"{seed}:{m.id}".encode()).hexdigest()
+
+
+def in_run_order(mutants: list[Mutant], seed: int) -> list[Mutant]:
+    """The order mutants are certified in: hand-written first, then by the hash of (seed, id),
+    so that an interrupted run has certified a sample spread over every module."""
+    return sorted(mutants, key=lambda m: (m.operator != "hand_written", _rank(seed, m)))
+
+
 def sample(mutants: list[Mutant], n: int | None, seed: int) -> list[Mutant]:
     """``n`` generated mutants chosen by the hash of (seed, id), so a change to other mutants
     leaves the choice alone; and every hand-written one."""
@@ -636,10 +648,7 @@ def sample(mutants: list[Mutant], n: int | None, seed: int) -> list[Mutant]:
     if n is None or n >= len(generated):
         return mutants
 
-    def rank(m: Mutant) -> str:
-        return hashlib.sha256(f"{seed}:{m.id}".encode()).hexdigest()
-
-    chosen = {m.id for m in sorted(generated, key=rank)[:n]}
+    chosen = {m.id for m in sorted(generated, key=lambda m: _rank(seed, m))[:n]}
     return [m for m in mutants if m.id in chosen or m.operator == "hand_written"]
 
 
@@ -1127,6 +1136,7 @@ def _main(args) -> int:
             print(f"{m.id}  line {m.line}: {m.description}{mark}")
         print(f"{len(mutants)} mutants of {len(everything)}")
         return 0
+    mutants = in_run_order(mutants, args.seed)
     log(f"{len(mutants)} mutants of {len(everything)} generated in {len(targets)} target(s)")
     ws = Workspace(package_dir)
     try:
