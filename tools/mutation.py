@@ -774,6 +774,8 @@ class Workspace:
                     _kill(pid)
                     return None, "timeout"
                 time.sleep(0.02)
+            if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT):
+                raise KeyboardInterrupt  # stopped from outside: not the mutant's doing
             try:
                 return json.loads(out.read_text()), None
             except (OSError, ValueError):
@@ -800,7 +802,8 @@ def _kill(pid: int) -> None:
     """End a child and everything it started (its process group)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    with contextlib.suppress(ChildProcessError):  # already reaped
+        os.waitpid(pid, 0)
 
 
 def _first_failure(pairs: list[tuple[str, str]], cases: dict) -> dict:
