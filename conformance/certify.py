@@ -205,10 +205,12 @@ class Progress:
 
 def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
             progress=True, cases: list[Case] | None = None,
-            runtime=None) -> tuple[dict, list[Result]]:  # fmt: skip
+            runtime=None, fail_fast: bool = False) -> tuple[dict, list[Result]]:  # fmt: skip
     """Run ``cases`` (default: the catalogue, or its ``suites``) against the runtime ``spec``
     (``runtime``: the runtime already opened from ``spec``); ``expectations`` as
-    :func:`read_expectations` takes them.
+    :func:`read_expectations` takes them. With ``fail_fast``, the first failed case (in the
+    order of ``cases``) ends the run: the cases not yet started are not judged, so the results
+    hold fewer entries than the selection (``header["selected"]``).
 
     Ctrl-C stops the run: cases not yet started are cancelled, and the header says
     ``interrupted`` with the results obtained so far."""
@@ -237,9 +239,12 @@ def certify(spec: str, expectations: dict, jobs: int, suites: set[str] | None,
                     )
             results.append(result)
             bar.update(result)
+            if fail_fast and result.status == "failed":
+                break
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        # Cases not yet started are cancelled (after a fail-fast stop or an interrupt).
         pool.shutdown(wait=not interrupted, cancel_futures=True)
         bar.close()
     if hasattr(runtime, "shutdown"):

@@ -471,3 +471,14 @@ def test_the_report_gives_a_verdict_per_feature_and_per_suite(tmp_path):
     assert "| speculative | no | not applicable |" in text
     assert "## Not applicable" in text and "runtime lacks speculative" in text
     assert "## Slowest cases" in text
+
+
+def test_the_plain_interpreter_refuses_every_run_time_fail_closed_case():
+    """The run suites are held to their goldens under both interpreters in test_goldens.py;
+    here the run-time refusals of fail_closed are certified on the plain interpreter."""
+    refusals = [c for c in catalogue() if c.suite == "fail_closed" and c.run is not None]
+    assert refusals
+    _, results = certify("reference:plain", {}, 2, None, progress=False, cases=refusals)
+    assert [r.status for r in results] == ["passed"] * len(refusals), [
+        (r.case.id, r.got) for r in results if r.status != "passed"
+    ]

@@ -1,0 +1,178 @@
+"""The suite has teeth: mutants of the reference runtime (tools/mutation.py, from outside the
+runtime) must fail certification.
+
+The CI sample (tools/mutation_floor.yaml: a seeded sample of generated mutants, plus every
+hand-written one) is certified here, and its kill rate must not fall below the committed floor;
+``python tools/mutation.py`` runs the whole set and writes the report."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.cases.catalogue import catalogue
+from conformance.certify import certify
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("mutation_tool", ROOT / "tools" / "mutation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+mutation = _tool()
+PACKAGE_DIR = ROOT / "reference_runtime"
+
+
+@pytest.fixture(scope="module")
+def everything():
+    """Every mutant of the whole runtime, hand-written ones included."""
+    return mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
+
+
+def points(source: str) -> list[tuple[str, str, str]]:
+    """(operator, the replaced text, its replacement) for each mutation point of ``source``."""
+    finder = mutation._Finder(source)
+    return [(op, ast.unparse(node), replacement) for node, replacement, op, *_ in finder.points]
+
+
+SNIPPET = '''
+"""A module docstring: never mutated."""
+LIMIT: int = 3
+
+
+def f(x: int, y: list[int] = None) -> bool:
+    """A docstring."""
+    if x < 0:
+        raise ValueError("negative")
+    y.append(x + 1)
+    total = sum(y[1:x])
+    return not (x == "a" and total)
+'''
+
+
+def test_the_generator_mutates_code_never_annotations_or_docstrings():
+    found = points(SNIPPET)
+    ops = {op for op, *_ in found}
+    assert ops == {"arithmetic", "comparison", "boolean", "constant", "off_by_one",
+                   "removed_statement", "removed_check"}  # fmt: skip
+    assert ("comparison", "x < 0", "(x <= 0)") in found
+    assert ("removed_check", "x < 0", "False") in found
+    assert ("removed_statement", "y.append(x + 1)", "pass") in found
+    assert ("arithmetic", "x + 1", "(x - 1)") in found
+    assert ("off_by_one", "x", "(x + 1)") in found
+    assert ("constant", "3", "4") in found
+    assert ("constant", "'a'", repr(mutation.NOTHING_EQUALS)) in found
+    assert ("boolean", "not (x == 'a' and total)", "(x == 'a' and total)") in found
+    touched = " ".join(text for _, text, _ in found)
+    assert "int" not in touched.split() and "docstring" not in touched and "list" not in touched
+
+
+def test_mutant_ids_are_unique_and_stable(everything):
+    first = everything
+    second = mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)
+    ids = [m.id for m in first]
+    assert len(ids) == len(set(ids)) > 1000
+    assert ids == [m.id for m in second]
+    for m in first[:: max(1, len(first) // 50)]:
+        original = (PACKAGE_DIR / m.file).read_text()
+        assert m.source != original
+        ast.parse(m.source)  # every mutant is a valid program
+
+
+def test_the_sample_is_seeded_and_keeps_every_hand_written_mutant(everything):
+    a = mutation.sample(everything, 20, 7)
+    assert [m.id for m in a] == [m.id for m in mutation.sample(everything, 20, 7)]
+    assert [m.id for m in a] != [m.id for m in mutation.sample(everything, 20, 8)]
+    hand = [m for m in a if m.operator == "hand_written"]
+    assert len(a) == 20 + len(hand) and len(hand) == len(mutation.HAND_WRITTEN)
+    # Dropping a mutant from the pool leaves the others' selection alone.
+    dropped = next(m for m in a if m.operator != "hand_written")
+    rest = mutation.sample([m for m in everything if m is not dropped], 19, 7)
+    assert {m.id for m in rest} == {m.id for m in a} - {dropped.id}
+
+
+def test_every_hand_written_mutant_applies_and_names_a_catching_case():
+    ids = {c.id for c in catalogue()}
+    mutants = mutation.generate(PACKAGE_DIR, ("",), ("hand_written",), True)
+    assert [m.id for m in mutants] == [f"hand:{h.name}" for h in mutation.HAND_WRITTEN]
+    for fault, m in zip(mutation.HAND_WRITTEN, mutants, strict=True):
+        assert fault.caught_by[1] in ids, f"{fault.name}: no case {fault.caught_by[1]}"
+        assert m.source.count(fault.new) >= 1 and fault.old not in m.source.replace(fault.new, "")
+
+
+def test_a_hand_written_mutant_that_no_longer_applies_is_refused(monkeypatch):
+    stale = mutation.HandWritten("stale", "sessions.py", "no such code", "x", "stale", ("", ""))
+    monkeypatch.setattr(mutation, "HAND_WRITTEN", (stale,))
+    with pytest.raises(mutation.MutationError, match="occurs 0 times"):
+        mutation.generate(PACKAGE_DIR, ("",), ("hand_written",), True)
+
+
+def test_the_equivalent_mutants_are_mutants_each_with_a_reason(everything):
+    equivalent = mutation.read_equivalent(mutation.EQUIVALENT_FILE)
+    ids = {m.id for m in everything}
+    stale = sorted(set(equivalent) - ids)
+    assert not stale, f"tools/mutation_equivalent.yaml lists mutants that no longer exist: {stale}"
+
+
+def test_a_malformed_equivalents_file_is_refused(tmp_path):
+    path = tmp_path / "eq.yaml"
+    path.write_text("some/mutant: ''\n")
+    with pytest.raises(mutation.MutationError, match="reason"):
+        mutation.read_equivalent(path)
+
+
+def test_an_unknown_target_is_refused():
+    with pytest.raises(mutation.MutationError, match="names no module"):
+        mutation.target_files(PACKAGE_DIR, ("no_such_module.py",))
+
+
+def test_the_kill_rate_counts_timeouts_as_killed_and_leaves_out_equivalents():
+    def outcome(status):
+        return mutation.Outcome("m", "f.py", 1, "constant", "", status)
+
+    outcomes = [outcome(s) for s in ("killed", "timeout", "survived", "equivalent")]
+    assert mutation.rate(outcomes) == (2, 3, pytest.approx(2 / 3))
+
+
+def test_fail_fast_certification_stops_at_the_first_failure():
+    cases = [c for c in catalogue() if c.suite == "fail_closed"][:4]
+    spec = "python:tests.test_conformance:refuses_everything"
+    _, results = certify(spec, {}, 1, None, progress=False, cases=cases, fail_fast=True)
+    assert [r.status for r in results] == ["failed"]
+    _, results = certify(spec, {}, 1, None, progress=False, cases=cases)
+    assert [r.status for r in results] == ["failed"] * 4
+
+
+def test_the_ci_sample_kill_rate_holds_the_floor(tmp_path):
+    """Certifies the committed sample's mutants (a subprocess: the tool forks children before
+    the runtime is imported) and compares the kill rate with the floor, which may only rise."""
+    floor = yaml.safe_load(mutation.FLOOR_FILE.read_text())
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "mutation.py"), "--floor",
+         "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=900,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    survivors = [f"{m['id']}: {m['description']}" for m in report["mutants"]
+                 if m["status"] == "survived"]  # fmt: skip
+    assert report["kill_rate"] >= floor["floor"], (
+        f"kill rate {report['kill_rate']} below the floor {floor['floor']}; survivors: {survivors}"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert report["sample"] == floor["sample"] and report["seed"] == floor["seed"]
+    by_id = {m["id"]: m for m in report["mutants"]}
+    for fault in mutation.HAND_WRITTEN:
+        got = by_id[f"hand:{fault.name}"]
+        assert (got["status"], got["case"]) == ("killed", fault.caught_by[1]), got
