@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import onnx
 
 from ..dtypes import onnx_dtype_name
+from .limits import limit
 
 
 def confine(root: Path, relative: str) -> tuple[Path | None, str | None]:
@@ -68,12 +69,23 @@ class GraphSignature:
         return [name for name in self.inputs if name not in self.initializers]
 
 
+def _elem_type_name(elem_type: int) -> str | None:
+    if not elem_type:
+        return None
+    if elem_type not in _KNOWN_ELEM_TYPES:
+        raise ValueError(f"element type {elem_type} is not an ONNX tensor element type")
+    return onnx_dtype_name(elem_type)
+
+
+_KNOWN_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {0}
+
+
 def _value(info: onnx.ValueInfoProto) -> GraphValue:
     type_ = info.type
     if not type_.HasField("tensor_type"):
         return GraphValue(info.name, None, None, None)
     tensor = type_.tensor_type
-    dtype = onnx_dtype_name(tensor.elem_type) if tensor.elem_type else None
+    dtype = _elem_type_name(tensor.elem_type)
     if not tensor.HasField("shape"):
         return GraphValue(info.name, dtype, None, None)
     dims: list[int | str | None] = []
@@ -108,6 +120,9 @@ def load_model(path: Path, external_data: bool = False) -> onnx.ModelProto:
     """
     if path.name.endswith(".textproto"):
         stat = os.stat(path)
+        problem = text_graph_too_large(path)
+        if problem:
+            raise ValueError(problem)
         model = onnx.load_model_from_string(
             _textproto_as_binary(os.fspath(path), stat.st_mtime_ns, stat.st_size)
         )
@@ -116,6 +131,18 @@ def load_model(path: Path, external_data: bool = False) -> onnx.ModelProto:
     if external_data:
         onnx.load_external_data_for_model(model, os.fspath(path.parent))
     return model
+
+
+def text_graph_too_large(path: Path) -> str | None:
+    """Why the text-format graph at ``path`` is not parsed (C103), or None."""
+    most = limit("text_graph_bytes")
+    size = os.stat(path).st_size
+    if size <= most:
+        return None
+    return (
+        f"{path.name} holds {size} bytes of text-format graph, more than the {most} this runtime "
+        "parses (REFERENCE_RUNTIME_MAX_TEXT_GRAPH_BYTES raises the limit)"
+    )
 
 
 @functools.lru_cache(maxsize=128)
@@ -133,6 +160,10 @@ def _node_tensors(nodes):
                 yield from _tensors(attr.g)
             for sub in attr.graphs:
                 yield from _tensors(sub)
+            sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
+            for tensor in (*sparse, *attr.sparse_tensors):
+                yield tensor.values
+                yield tensor.indices
 
 
 def _tensors(graph: onnx.GraphProto):
@@ -143,15 +174,178 @@ def _tensors(graph: onnx.GraphProto):
     yield from _node_tensors(graph.node)
 
 
-def external_data_locations(model: onnx.ModelProto) -> list[str]:
-    """Every external-data ``location`` the model's tensors refer to (in model order)."""
-    found: list[str] = []
+def all_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor the model stores: initializers, sparse tensors (values and indices) and
+    node attributes, in subgraphs and functions too (in model order)."""
     tensors = [*_tensors(model.graph)]
     for function in model.functions:
         tensors += _node_tensors(function.node)
-    for tensor in tensors:
+    return tensors
+
+
+def external_data_locations(model: onnx.ModelProto) -> list[str]:
+    """Every external-data ``location`` the model's tensors refer to (in model order)."""
+    found: list[str] = []
+    for tensor in all_tensors(model):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             for entry in tensor.external_data:
                 if entry.key == "location" and entry.value not in found:
                     found.append(entry.value)
     return found
+
+
+# ------------------------------------------------------------------ well-formedness
+
+# Bits per element of each element type (strings have no fixed size).
+_BITS = {
+    **dict.fromkeys(("FLOAT", "INT32", "UINT32"), 32),
+    **dict.fromkeys(("UINT8", "INT8", "BOOL"), 8),
+    **dict.fromkeys(("UINT16", "INT16", "FLOAT16", "BFLOAT16"), 16),
+    **dict.fromkeys(("INT64", "UINT64", "DOUBLE", "COMPLEX64"), 64),
+    "COMPLEX128": 128,
+    **dict.fromkeys(("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ"), 8),
+    **dict.fromkeys(("FLOAT8E8M0",), 8),
+    **dict.fromkeys(("UINT4", "INT4", "FLOAT4E2M1"), 4),
+    **dict.fromkeys(("UINT2", "INT2"), 2),
+}
+_TYPE_BITS = {
+    getattr(onnx.TensorProto, name): bits
+    for name, bits in _BITS.items()
+    if hasattr(onnx.TensorProto, name)
+}
+# typed fields hold one entry per element, but two per complex element and one int32 per
+# two (or four) packed sub-byte elements
+_PER_FIELD = {onnx.TensorProto.COMPLEX64: 2, onnx.TensorProto.COMPLEX128: 2}
+_TYPED_FIELDS = (
+    "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data",
+)  # fmt: skip
+
+
+def elem_type_problems(model: onnx.ModelProto) -> list[str]:
+    """Element types of the main graph's values and of stored tensors that ONNX does not
+    define (C104)."""
+    found: list[str] = []
+    graph = model.graph
+    for kind, values in (
+        ("input", graph.input),
+        ("output", graph.output),
+        ("value", graph.value_info),
+    ):
+        for value in values:
+            if value.type.HasField("tensor_type"):
+                elem = value.type.tensor_type.elem_type
+                if elem and elem not in _KNOWN_ELEM_TYPES:
+                    found.append(
+                        f"graph {kind} {value.name!r} has element type {elem}, which ONNX does "
+                        "not define"
+                    )
+    for tensor in all_tensors(model):
+        if tensor.data_type not in _KNOWN_ELEM_TYPES:
+            found.append(
+                f"tensor {tensor.name!r} has element type {tensor.data_type}, which ONNX does not "
+                "define"
+            )
+    return found
+
+
+def _numel(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count
+
+
+def _finding(code: str, why: str) -> tuple[str, str]:
+    return code, why
+
+
+def tensor_data_problem(tensor: onnx.TensorProto, folder: Path) -> tuple[str, str] | None:
+    """``(code, why)`` when a tensor's stored data disagrees with its declared type and
+    dimensions (C105), or its external data lies beyond the end of its file (C83). Only
+    declarations are read: nothing is allocated. External files that are missing or escape
+    the package are H74, reported elsewhere; a tensor whose type is undefined is C104."""
+    name = tensor.name or "(unnamed)"
+    if any(dim < 0 for dim in tensor.dims):
+        return _finding("C105", f"tensor {name!r} has negative dimensions {list(tensor.dims)}")
+    numel = _numel(tensor)
+    bits = _TYPE_BITS.get(tensor.data_type)
+    expected = (numel * bits + 7) // 8 if bits is not None else None
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        info = {}
+        for entry in tensor.external_data:
+            info.setdefault(entry.key, entry.value)
+        if not info.get("location"):
+            return _finding("C105", f"tensor {name!r} has external data without a location")
+        numbers = {}
+        for key in ("offset", "length"):
+            raw = info.get(key)
+            if raw is None and key == "offset":
+                numbers[key] = 0  # ONNX: absent means 0
+                continue
+            if raw is None:
+                return _finding("C105", f"tensor {name!r} has external data without a length")
+            if not (raw.isascii() and raw.isdigit() and len(raw) <= 20):
+                return _finding(
+                    "C105",
+                    f"tensor {name!r} has external data {key} {raw[:40]!r}, not an integer >= 0",
+                )
+            numbers[key] = int(raw)
+        offset, length = numbers["offset"], numbers["length"]
+        if expected is not None and length != expected:
+            return _finding(
+                "C105",
+                f"tensor {name!r} ({numel} element(s) of type {tensor.data_type}) needs "
+                f"{expected} byte(s) but its external data length is {length}",
+            )
+        resolved, problem = confine(folder, info["location"])
+        if problem:
+            return None
+        size = resolved.stat().st_size
+        if offset + length > size:
+            return _finding(
+                "C83",
+                f"tensor {name!r} reads bytes {offset}..{offset + length} of "
+                f"{info['location']!r}, which holds {size} byte(s)",
+            )
+        return None
+    if tensor.HasField("raw_data"):
+        if expected is not None and len(tensor.raw_data) != expected:
+            return _finding(
+                "C105",
+                f"tensor {name!r} ({numel} element(s)) needs {expected} byte(s) but holds "
+                f"{len(tensor.raw_data)} byte(s) of raw data",
+            )
+        return None
+    if bits is not None and bits < 8:  # packed sub-byte types: left to the checker
+        return None
+    stored = sum(len(getattr(tensor, f)) for f in _TYPED_FIELDS)
+    want = numel * _PER_FIELD.get(tensor.data_type, 1)
+    if stored != want:
+        return _finding(
+            "C105",
+            f"tensor {name!r} declares {numel} element(s) but holds {stored} value(s)",
+        )
+    return None
+
+
+def checker_problem(model: onnx.ModelProto) -> str | None:
+    """What ONNX's checker refuses in the graph (C104), or None. External data was checked on
+    its own (``tensor_data_problem``): the checker sees those tensors as empty."""
+    external = [t for t in all_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        for tensor in all_tensors(copy):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                del tensor.external_data[:]
+                tensor.data_location = onnx.TensorProto.DEFAULT
+                del tensor.dims[:]
+                tensor.dims.append(0)
+        model = copy
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # ValidationError, and whatever the checker raises on odd input
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return first[:300]
+    return None

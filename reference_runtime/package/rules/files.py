@@ -1,20 +1,21 @@
-"""H74 / C78 / C83: every file a package names, and the ONNX graphs' real signatures.
+"""H74 / C78 / C83 / C103 / C104 / C105: every file a package names, and the ONNX graphs' real signatures.
 
 Runs before the step rules, which compare invoke ports against the graphs loaded here.
 """
 
 from __future__ import annotations
 
-import onnx
-
 from ... import dtypes
 from ..artifacts import (
-    _node_tensors,
-    _tensors,
+    all_tensors,
+    checker_problem,
     confine,
+    elem_type_problems,
     external_data_locations,
     load_model,
     signature,
+    tensor_data_problem,
+    text_graph_too_large,
 )
 from ..model import AdapterImplementation, ArtifactSource, MappedVocabulary, OnnxImplementation
 from .context import Ctx
@@ -40,70 +41,75 @@ def check_components(ctx: Ctx) -> None:
         resolved = _confined(ctx, impl.artifact, (*ipath, "artifact"), f"graph of {name!r}")
         if resolved is None:
             continue
+        artifact = (*ipath, "artifact")
+        if resolved.name.endswith(".textproto"):
+            problem = text_graph_too_large(resolved)
+            if problem:
+                ctx.add("C103", artifact, f"graph of {name!r}: {problem}")
+                continue
         try:
             model = load_model(resolved)
         except Exception as exc:  # onnx raises DecodeError, ParseError, ValueError...
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             ctx.add(
                 "C83",
-                (*ipath, "artifact"),
+                artifact,
                 f"graph of {name!r} ({impl.artifact}) cannot be read as an ONNX model: "
                 f"{first[:200]}",
             )
             continue
-        folder = resolved.parent
-        for location in external_data_locations(model):
-            _, problem = confine(folder, location)
-            if problem:
-                ctx.add(
-                    "H74",
-                    (*ipath, "artifact"),
-                    f"external data of {name!r}: {problem} (relative to the graph's folder)",
-                )
-        problem = _external_data_problem(model, folder)
-        if problem:
-            ctx.add(
-                "C83",
-                (*ipath, "artifact"),
-                f"external data of the graph of {name!r} ({impl.artifact}) cannot be read: "
-                f"{problem}",
-            )
+        graph = _checked_graph(ctx, name, impl.artifact, artifact, model, resolved)
+        if graph is None:
             continue
-        graph = signature(model, resolved)
         ctx.graphs[name] = graph
         check_graph_ports(ctx, name, comp, graph)
 
 
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """The tensors of ``model`` whose data lives in an external file (in model order)."""
-    tensors = [*_tensors(model.graph)]
-    for function in model.functions:
-        tensors += _node_tensors(function.node)
-    return [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
+# At most this many problems of one kind are listed per graph (a hostile graph can have many).
+_MAX_LISTED = 3
 
 
-def _external_data_problem(model, folder) -> str | None:
-    """Why the external data of ``model`` cannot be read (None when it can, or when its file is
-    missing or escapes the package: that is H74)."""
-    for tensor in _external_tensors(model):
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        location = info.get("location")
-        resolved, problem = confine(folder, location or "")
+def _checked_graph(ctx: Ctx, name: str, relative: str, where: tuple, model, resolved):
+    """The graph's signature, or None when it is refused: element types ONNX does not define
+    (C104), external data outside the package (H74), stored data that disagrees with the
+    declared sizes (C105) or lies beyond its file (C83), and what ONNX's checker refuses
+    (C104), so that a graph that validates also builds."""
+    what = f"graph of {name!r} ({relative})"
+    types = elem_type_problems(model)
+    for problem in types[:_MAX_LISTED]:
+        ctx.add("C104", where, f"{what}: {problem}")
+    if types:
+        return None
+    folder = resolved.parent
+    escaped = False
+    for location in external_data_locations(model):
+        _, problem = confine(folder, location)
         if problem:
-            continue
-        try:
-            offset = int(info.get("offset") or 0)
-            length = int(info["length"]) if info.get("length") else None
-        except ValueError:
-            return f"tensor {tensor.name!r} has a non-integer external data offset or length"
-        size = resolved.stat().st_size
-        end = offset + (length or 0)
-        if offset < 0 or (length is not None and length < 0) or end > size:
-            span = f"bytes {offset}..{end}" if length is not None else f"offset {offset}"
-            return (
-                f"tensor {tensor.name!r} reads {span} of {location!r}, which holds {size} byte(s)"
+            escaped = True
+            ctx.add(
+                "H74",
+                where,
+                f"external data of {name!r}: {problem} (relative to the graph's folder)",
             )
-    return None
+    listed = 0
+    for tensor in all_tensors(model):
+        found = tensor_data_problem(tensor, folder)
+        if found is not None:
+            code, problem = found
+            ctx.add(code, where, f"{what}: {problem}")
+            listed += 1
+            if listed == _MAX_LISTED:
+                break
+    if listed or escaped:
+        return None
+    graph = signature(model, resolved)
+    if graph.unnamed_inputs or graph.unnamed_outputs:
+        return graph  # C78, reported with the ports
+    problem = checker_problem(model)
+    if problem:
+        ctx.add("C104", where, f"{what} is not a well-formed ONNX model: {problem}")
+        return None
+    return graph
 
 
 def check_graph_ports(ctx: Ctx, name: str, comp, graph) -> None:
