@@ -234,7 +234,7 @@ def elem_type_problems(model: onnx.ModelProto) -> list[str]:
         for value in values:
             if value.type.HasField("tensor_type"):
                 elem = value.type.tensor_type.elem_type
-                if elem and elem not in _KNOWN_ELEM_TYPES:
+                if elem not in _KNOWN_ELEM_TYPES:  # 0 (undefined) too: ONNX Runtime refuses it
                     found.append(
                         f"graph {kind} {value.name!r} has element type {elem}, which ONNX does "
                         "not define"
@@ -328,24 +328,122 @@ def tensor_data_problem(tensor: onnx.TensorProto, folder: Path) -> tuple[str, st
     return None
 
 
+def _without_external_data(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy for the checker and type inference: external initializers of the main graph
+    become graph inputs of the same type and shape, other external tensors become empty (their
+    data was checked on its own, by ``tensor_data_problem``)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    inputs = {v.name for v in graph.input}
+    kept = []
+    for tensor in graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            kept.append(tensor)
+        elif tensor.name not in inputs:
+            dims = list(tensor.dims)
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, dims)
+            )
+    if len(kept) != len(graph.initializer):
+        kept = [onnx.TensorProto.FromString(t.SerializeToString()) for t in kept]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    for tensor in all_tensors(copy):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.dims[:]
+            tensor.dims.append(0)
+    return copy
+
+
+# ONNX's checker and type inference also report a declared shape that differs from the one
+# inferred; ONNX Runtime accepts such graphs (the declared shape is a hint), so this does too.
+_SHAPE_HINT = "Inferred shape and existing shape differ"
+_ONNX_OPSET = onnx.defs.onnx_opset_version()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
 def checker_problem(model: onnx.ModelProto) -> str | None:
-    """What ONNX's checker refuses in the graph (C104), or None. External data was checked on
-    its own (``tensor_data_problem``): the checker sees those tensors as empty."""
-    external = [t for t in all_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
-    if external:
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        for tensor in all_tensors(copy):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                del tensor.external_data[:]
-                tensor.data_location = onnx.TensorProto.DEFAULT
-                del tensor.dims[:]
-                tensor.dims.append(0)
-        model = copy
+    """What ONNX's checker, or its type inference in strict mode, refuses in the graph (C104),
+    or None: an operator set ONNX does not define, an unknown operator, a missing required
+    input, an initializer or value whose type conflicts with its use, ... External data was
+    checked on its own (``tensor_data_problem``)."""
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= _ONNX_OPSET:
+            return (
+                f"it imports the ONNX operator set at version {opset.version}; ONNX defines "
+                f"versions 1 to {_ONNX_OPSET}"
+            )
+    missing = _missing_required_input(model)
+    if missing:
+        return missing
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensors(model)):
+        model = _without_external_data(model)
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ValidationError, and whatever the checker raises on odd input
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        return first[:300]
+        return _first_line(exc)
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception as exc:  # InferenceError lists every node's error
+        text = str(exc)
+        items = text.split("(op_type:")[1:] or [text]
+        refused = [item for item in items if _SHAPE_HINT not in item]
+        if refused:
+            return "type inference fails: (op_type:" + refused[0].strip().splitlines()[0][:300]
     return None
+
+
+def _missing_required_input(model: onnx.ModelProto) -> str | None:
+    """A node of the main graph that leaves a required input empty (ONNX Runtime refuses it;
+    the checker does not look)."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version is None:
+        return None
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, version, "")
+        except Exception:  # an unknown operator: the checker names it
+            continue
+        single = onnx.defs.OpSchema.FormalParameterOption.Single
+        for i, name in enumerate(node.input):
+            if not name and i < len(schema.inputs) and schema.inputs[i].option == single:
+                return (
+                    f"node {node.name or node.op_type!r} ({node.op_type}) leaves its required "
+                    f"input {schema.inputs[i].name!r} empty"
+                )
+    return None
+
+
+def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]]:
+    """``(code, why)`` for each reason a loaded graph is refused: element types ONNX does not
+    define (C104), external data outside the package (H74), stored data that disagrees with
+    its declared size (C105) or lies beyond its file (C83), what ONNX's checker refuses (C104).
+    At most a few of each kind."""
+    found = [_finding("C104", problem) for problem in elem_type_problems(model)[:3]]
+    if found:
+        return found
+    for location in external_data_locations(model):
+        _, problem = confine(folder, location)
+        if problem:
+            found.append(
+                _finding("H74", f"external data: {problem} (relative to the graph's folder)")
+            )
+    for tensor in all_tensors(model):
+        problem = tensor_data_problem(tensor, folder)
+        if problem is not None:
+            found.append(problem)
+            if len(found) >= 3:
+                break
+    if found:
+        return found
+    problem = checker_problem(model)
+    return [_finding("C104", f"not a well-formed ONNX model: {problem}")] if problem else []

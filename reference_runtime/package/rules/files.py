@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from ... import dtypes
 from ..artifacts import (
-    all_tensors,
-    checker_problem,
     confine,
-    elem_type_problems,
-    external_data_locations,
+    graph_problems,
     load_model,
     signature,
-    tensor_data_problem,
     text_graph_too_large,
 )
 from ..model import AdapterImplementation, ArtifactSource, MappedVocabulary, OnnxImplementation
@@ -70,46 +66,14 @@ _MAX_LISTED = 3
 
 
 def _checked_graph(ctx: Ctx, name: str, relative: str, where: tuple, model, resolved):
-    """The graph's signature, or None when it is refused: element types ONNX does not define
-    (C104), external data outside the package (H74), stored data that disagrees with the
-    declared sizes (C105) or lies beyond its file (C83), and what ONNX's checker refuses
-    (C104), so that a graph that validates also builds."""
-    what = f"graph of {name!r} ({relative})"
-    types = elem_type_problems(model)
-    for problem in types[:_MAX_LISTED]:
-        ctx.add("C104", where, f"{what}: {problem}")
-    if types:
-        return None
-    folder = resolved.parent
-    escaped = False
-    for location in external_data_locations(model):
-        _, problem = confine(folder, location)
-        if problem:
-            escaped = True
-            ctx.add(
-                "H74",
-                where,
-                f"external data of {name!r}: {problem} (relative to the graph's folder)",
-            )
-    listed = 0
-    for tensor in all_tensors(model):
-        found = tensor_data_problem(tensor, folder)
-        if found is not None:
-            code, problem = found
-            ctx.add(code, where, f"{what}: {problem}")
-            listed += 1
-            if listed == _MAX_LISTED:
-                break
-    if listed or escaped:
-        return None
-    graph = signature(model, resolved)
-    if graph.unnamed_inputs or graph.unnamed_outputs:
-        return graph  # C78, reported with the ports
-    problem = checker_problem(model)
-    if problem:
-        ctx.add("C104", where, f"{what} is not a well-formed ONNX model: {problem}")
-        return None
-    return graph
+    """The graph's signature, or None when it is refused (``artifacts.graph_problems``), so
+    that a graph that validates also builds."""
+    if any(not v.name for v in (*model.graph.input, *model.graph.output)):
+        return signature(model, resolved)  # C78, reported with the ports
+    refused = graph_problems(model, resolved.parent)
+    for code, problem in refused:
+        ctx.add(code, where, f"graph of {name!r} ({relative}): {problem}")
+    return None if refused else signature(model, resolved)
 
 
 def check_graph_ports(ctx: Ctx, name: str, comp, graph) -> None:
