@@ -460,3 +460,43 @@ def test_genai_config_fields_are_type_checked(tmp_path, field, value):
     assert violations, "accepted"
     assert {v.code for v in violations} == {"H91"}, violations
     assert f'["genai_config.json"].{field}' in [v.location for v in violations]
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [
+        (lambda root: (root / "tokenizer.json").write_bytes(b"\xff\xfe not json"), "C83"),
+        (lambda root: (root / "tokenizer.json").write_text('{"model": '), "C83"),
+        (lambda root: _symlink_outside(root, "tokenizer.json"), "H74"),
+    ],
+    ids=["not-utf8", "truncated", "symlink-outside"],
+)
+def test_the_tokenizer_the_engine_loads_is_checked_at_validation(tmp_path, damage, code):
+    """kv_decoder names no tokenizer; the engine loads the one at its root all the same."""
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    damage(root)
+    assert {v.code for v in validate_package(root)} == {code}
+
+
+def _symlink_outside(root: Path, name: str) -> None:
+    outside = root.parent / "outside.json"
+    outside.write_text("{}")
+    (root / name).unlink()
+    (root / name).symlink_to(outside)
+
+
+def test_a_sparse_constant_too_large_to_densify_is_c105(tmp_path):
+    from onnx import TensorProto, helper
+
+    def edit(model):
+        values = helper.make_tensor("sv", TensorProto.FLOAT, [2], [1.0, 2.0])
+        indices = helper.make_tensor("si", TensorProto.INT64, [2], [0, 1])
+        sparse = helper.make_sparse_tensor(values, indices, [10**12])
+        model.graph.node.append(helper.make_node("Constant", [], ["s"], sparse_value=sparse))
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    _graph_with(root, "model.onnx", edit)
+    (v,) = validate_package(root)
+    assert v.code == "C105" and "dense" in v.message

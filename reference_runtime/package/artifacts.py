@@ -249,10 +249,42 @@ def elem_type_problems(model: onnx.ModelProto) -> list[str]:
 
 
 def _numel(tensor: onnx.TensorProto) -> int:
+    return _numel_of(tensor.dims)
+
+
+def _numel_of(dims) -> int:
     count = 1
-    for dim in tensor.dims:
+    for dim in dims:
         count *= dim
     return count
+
+
+# ONNX Runtime densifies sparse constants and refuses one of more than 2 GiB.
+MAX_DENSE_BYTES = 2**31
+
+
+def _sparse_tensors(model: onnx.ModelProto):
+    """Every sparse tensor of the model: sparse initializers and node attributes, in
+    subgraphs and functions too."""
+
+    def in_nodes(nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("sparse_tensor"):
+                    yield attr.sparse_tensor
+                yield from attr.sparse_tensors
+                if attr.HasField("g"):
+                    yield from in_graph(attr.g)
+                for sub in attr.graphs:
+                    yield from in_graph(sub)
+
+    def in_graph(graph):
+        yield from graph.sparse_initializer
+        yield from in_nodes(graph.node)
+
+    yield from in_graph(model.graph)
+    for function in model.functions:
+        yield from in_nodes(function.node)
 
 
 def _finding(code: str, why: str) -> tuple[str, str]:
@@ -443,6 +475,18 @@ def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]
             found.append(problem)
             if len(found) >= 3:
                 break
+    for sparse in _sparse_tensors(model):
+        dense = _numel_of(sparse.dims) * _TYPE_BITS.get(sparse.values.data_type, 8) // 8
+        if any(d < 0 for d in sparse.dims) or dense > MAX_DENSE_BYTES:
+            found.append(
+                _finding(
+                    "C105",
+                    f"sparse tensor {sparse.values.name!r} has dimensions {list(sparse.dims)[:8]} "
+                    f"({dense} bytes dense; at most {MAX_DENSE_BYTES}, negative dimensions "
+                    "never)",
+                )
+            )
+            break
     if found:
         return found
     problem = checker_problem(model)

@@ -993,7 +993,8 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "C83",
         "artifact-unreadable",
-        "An ONNX artifact (or its external data) that cannot be read as a model.",
+        "An ONNX artifact (or its external data) that cannot be read as a model, or a "
+        "tokenizer file (`tokenizer.json`, named or at the package root) that cannot be loaded.",
         "Re-export the artifact; `.onnx` is binary protobuf, `.onnx.textproto` text format.",
     ),
     _r(
@@ -1074,7 +1075,8 @@ RULE_LIST: tuple[Rule, ...] = (
         "A102",
         "integer-too-long",
         "An integer written with more than 1,000 digits (decimal, hexadecimal, octal, binary "
-        "or YAML's base-60 `1:30:00`), refused on its text before it is converted.",
+        "or YAML's base-60 `1:30:00`), or an unquoted YAML number of more than 1,000 "
+        "characters, refused on its text before it is converted.",
         "Write the integer with at most 1,000 digits (quote it if it is meant as a string).",
     ),
     _r(

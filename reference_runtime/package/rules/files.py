@@ -156,14 +156,19 @@ def check_other_files(ctx: Ctx) -> None:
                     f"artifact source of input {name!r}",
                 )
     tokenizer = md.package.tokenizer if md.package else None
+    text_codec = None  # the tokenizer.json the engine loads: (path, where) or None
     if tokenizer is not None and tokenizer.artifacts:
         for i, artifact in enumerate(tokenizer.artifacts):
-            _confined(
-                ctx,
-                artifact.location,
-                ("package", "tokenizer", "artifacts", i, "location"),
-                "tokenizer file",
-            )
+            where = ("package", "tokenizer", "artifacts", i, "location")
+            resolved = _confined(ctx, artifact.location, where, "tokenizer file")
+            if artifact.location.endswith("tokenizer.json") and text_codec is None:
+                text_codec = (resolved, where)
+    implicit = ctx.root / "tokenizer.json"
+    if text_codec is None and (implicit.is_file() or implicit.is_symlink()):
+        # not named by the document, but loaded by the engine: the same confinement
+        text_codec = (_confined(ctx, "tokenizer.json", (), "tokenizer.json"), ())
+    if text_codec is not None and text_codec[0] is not None:
+        _check_tokenizer(ctx, *text_codec)
     if md.speculative is not None and isinstance(md.speculative.vocabulary, MappedVocabulary):
         _confined(
             ctx,
@@ -189,6 +194,18 @@ def check_other_files(ctx: Ctx) -> None:
                         )
                         continue
                     _confined(ctx, relative, (*wpath, key), f"adapter file of {alias!r}")
+
+
+def _check_tokenizer(ctx: Ctx, path, where: tuple) -> None:
+    """C83: the tokenizer the engine loads must load (a broken one would otherwise fail only
+    when the engine is built)."""
+    from tokenizers import Tokenizer
+
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception with serde's message
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        ctx.add("C83", where, f"tokenizer file {path.name} cannot be loaded: {first[:200]}")
 
 
 def check(ctx: Ctx) -> None:
