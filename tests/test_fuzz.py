@@ -1,5 +1,10 @@
 """Property tests: whatever the metadata says, loading either succeeds or raises PackageError.
 
+The hostile part (``tests/hostile.py``: damaged graphs, external data, files, parser bombs)
+also holds that a package that validates builds an engine, and that each limit refuses with
+its own rule; ``tools/fuzz_packages.py`` runs the same mutations by the thousand and measures
+time and memory.
+
 Mutations start from the valid base packages (so most documents get past parsing and the schema
 and reach the semantic rules); the raw text and bytes tests hit the parser directly. Every
 violation must carry a catalogued rule code, a message and a hint.
@@ -500,3 +505,23 @@ def test_a_sparse_constant_too_large_to_densify_is_c105(tmp_path):
     _graph_with(root, "model.onnx", edit)
     (v,) = validate_package(root)
     assert v.code == "C105" and "dense" in v.message
+
+
+def test_the_fuzz_tool_counts_every_case(tmp_path):
+    """tools/fuzz_packages.py end to end on a few cases (its figures come from larger runs)."""
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fuzz_packages.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--cases", "4", "--jobs", "1", "--seed", "7", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = json.loads(done.stdout)
+    assert summary["cases"] == 4
+    assert sum(summary["counts"].values()) == 4
+    assert summary["failures"] == [], summary["failures"]
+    assert done.returncode == 0
+    assert summary["peak_mb"] > 0

@@ -1,4 +1,5 @@
-"""H74 / C78 / C83 / C103 / C104 / C105: every file a package names, and the ONNX graphs' real signatures.
+"""H74 / C78 / C83 / C103 / C104 / C105: every file a package names (and the tokenizer the
+engine loads), the ONNX graphs' well-formedness and their real signatures.
 
 Runs before the step rules, which compare invoke ports against the graphs loaded here.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from ... import dtypes
 from ..artifacts import (
     confine,
+    elem_type_problems,
     graph_problems,
     load_model,
     signature,
@@ -61,14 +63,11 @@ def check_components(ctx: Ctx) -> None:
         check_graph_ports(ctx, name, comp, graph)
 
 
-# At most this many problems of one kind are listed per graph (a hostile graph can have many).
-_MAX_LISTED = 3
-
-
 def _checked_graph(ctx: Ctx, name: str, relative: str, where: tuple, model, resolved):
     """The graph's signature, or None when it is refused (``artifacts.graph_problems``), so
     that a graph that validates also builds."""
-    if any(not v.name for v in (*model.graph.input, *model.graph.output)):
+    unnamed = any(not v.name for v in (*model.graph.input, *model.graph.output))
+    if unnamed and not elem_type_problems(model):
         return signature(model, resolved)  # C78, reported with the ports
     refused = graph_problems(model, resolved.parent)
     for code, problem in refused:
