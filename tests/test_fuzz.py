@@ -525,3 +525,19 @@ def test_the_fuzz_tool_counts_every_case(tmp_path):
     assert summary["failures"] == [], summary["failures"]
     assert done.returncode == 0
     assert summary["peak_mb"] > 0
+
+
+def test_an_initializer_of_another_shape_than_its_input_is_c104(tmp_path):
+    """ONNX Runtime refuses a graph input's default of another rank; so does validation."""
+
+    def edit(model):
+        name = model.graph.input[0].name
+        tensor = model.graph.initializer.add()
+        tensor.name, tensor.data_type = name, model.graph.input[0].type.tensor_type.elem_type
+        tensor.dims.append(0)
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    _graph_with(root, "model.onnx", edit)
+    codes = {v.code for v in validate_package(root)}
+    assert "C104" in codes, codes

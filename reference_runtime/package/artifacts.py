@@ -390,9 +390,6 @@ def _without_external_data(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-# ONNX's checker and type inference also report a declared shape that differs from the one
-# inferred; ONNX Runtime accepts such graphs (the declared shape is a hint), so this does too.
-_SHAPE_HINT = "Inferred shape and existing shape differ"
 _ONNX_OPSET = onnx.defs.onnx_opset_version()
 
 
@@ -402,17 +399,18 @@ def _first_line(exc: Exception) -> str:
 
 
 def checker_problem(model: onnx.ModelProto) -> str | None:
-    """What ONNX's checker, or its type inference in strict mode, refuses in the graph (C104),
-    or None: an operator set ONNX does not define, an unknown operator, a missing required
-    input, an initializer or value whose type conflicts with its use, ... External data was
-    checked on its own (``tensor_data_problem``)."""
+    """What ONNX's checker, or its type and shape inference in strict mode, refuses in the
+    graph (C104), or None: an operator set ONNX does not define, an unknown operator, a
+    missing required input, an initializer or value whose type conflicts with its use, shapes
+    that cannot meet (a matrix product of incompatible inputs), ... External data was checked
+    on its own (``tensor_data_problem``)."""
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= _ONNX_OPSET:
             return (
                 f"it imports the ONNX operator set at version {opset.version}; ONNX defines "
                 f"versions 1 to {_ONNX_OPSET}"
             )
-    missing = _missing_required_input(model)
+    missing = _missing_required_input(model) or _initializer_shape_problem(model)
     if missing:
         return missing
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensors(model)):
@@ -421,14 +419,20 @@ def checker_problem(model: onnx.ModelProto) -> str | None:
         onnx.checker.check_model(model)
     except Exception as exc:  # ValidationError, and whatever the checker raises on odd input
         return _first_line(exc)
+    # Declared shapes of outputs and intermediate values are hints ONNX Runtime replaces by
+    # the inferred ones; the graph inputs' shapes are what it builds on.
+    hints = onnx.ModelProto()
+    hints.CopyFrom(model)
+    for value in (*hints.graph.output, *hints.graph.value_info):
+        if value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
     try:
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.shape_inference.infer_shapes(hints, check_type=True, strict_mode=True)
     except Exception as exc:  # InferenceError lists every node's error
-        text = str(exc)
-        items = text.split("(op_type:")[1:] or [text]
-        refused = [item for item in items if _SHAPE_HINT not in item]
-        if refused:
-            return "type inference fails: (op_type:" + refused[0].strip().splitlines()[0][:300]
+        text = str(exc).strip()
+        items = text.split("(op_type:")[1:]
+        first = ("(op_type:" + items[0]) if items else text
+        return "type and shape inference fails: " + first.strip().splitlines()[0][:300]
     return None
 
 
@@ -491,3 +495,27 @@ def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]
         return found
     problem = checker_problem(model)
     return [_finding("C104", f"not a well-formed ONNX model: {problem}")] if problem else []
+
+
+def _initializer_shape_problem(model: onnx.ModelProto) -> str | None:
+    """An initializer that gives a graph input its default but not of the input's declared
+    rank and fixed dimensions (ONNX Runtime refuses it; type inference does not look)."""
+    inputs = {v.name: v for v in model.graph.input}
+    for tensor in model.graph.initializer:
+        value = inputs.get(tensor.name)
+        if value is None or not value.type.tensor_type.HasField("shape"):
+            continue
+        declared = value.type.tensor_type.shape.dim
+        dims = list(tensor.dims)
+        if len(declared) != len(dims) or any(
+            d.HasField("dim_value") and d.dim_value != n
+            for d, n in zip(declared, dims, strict=True)
+        ):
+            shown = [
+                d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in declared
+            ]
+            return (
+                f"initializer {tensor.name!r} has dimensions {dims[:8]}, but the graph input it "
+                f"gives a default is declared {shown[:8]}"
+            )
+    return None
