@@ -419,11 +419,12 @@ def checker_problem(model: onnx.ModelProto) -> str | None:
         onnx.checker.check_model(model)
     except Exception as exc:  # ValidationError, and whatever the checker raises on odd input
         return _first_line(exc)
-    # Declared shapes of outputs and intermediate values are hints ONNX Runtime replaces by
-    # the inferred ones; the graph inputs' shapes are what it builds on.
+    # The declared shapes of graph outputs are hints ONNX Runtime replaces by the inferred
+    # ones (intermediate values' declared shapes stay: inference needs them where an operator
+    # alone cannot tell).
     hints = onnx.ModelProto()
     hints.CopyFrom(model)
-    for value in (*hints.graph.output, *hints.graph.value_info):
+    for value in hints.graph.output:
         if value.type.HasField("tensor_type"):
             value.type.tensor_type.ClearField("shape")
     try:
