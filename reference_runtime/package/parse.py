@@ -3,9 +3,10 @@
 Every limit (``limits.py``) is checked before the work it bounds is done, and each is a rule:
 
 - A98: the file is larger than ``MAX_METADATA_BYTES`` (checked on its size, before reading).
-- A99: the document has more than ``MAX_NODES`` nodes: counted while YAML is composed (events,
-  before the tree is built) and while JSON is scanned (tokens, before ``json.loads`` builds
-  anything); YAML aliases are then expanded virtually, so a 300-byte alias bomb is refused too.
+- A99: the document has more than ``MAX_NODES`` nodes: counted on YAML's events (libyaml's,
+  before any node is composed; the composer counts again) and on JSON's tokens (before
+  ``json.loads`` builds anything); YAML aliases are then expanded virtually, so a 300-byte
+  alias bomb is refused too.
 - A100: the document is nested deeper than ``MAX_DEPTH`` levels (later stages walk it
   recursively).
 - A101: a string (key or value) longer than ``MAX_SCALAR_CHARS`` characters.
@@ -261,7 +262,42 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent, yaml.AliasEvent)
+_OPENING = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSING = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _count_events(text: str) -> None:
+    """Refuse a document of too many nodes on libyaml's events alone (several times cheaper
+    than composing them), before any node is built. Syntax errors and nesting are left to
+    the loader, which says where."""
+    if _EventParser is None:
+        return
+    events = _EventParser(text)
+    nodes = depth = 0
+    try:
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, _OPENING):
+                depth += 1
+                if depth > MAX_DEPTH + 1:  # too deep: the loader says where (A100)
+                    return
+            elif isinstance(event, _CLOSING):
+                depth -= 1
+            if isinstance(event, _NODE_EVENTS):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise _too_many_nodes(
+                        f" (the limit is reached at line {event.start_mark.line + 1})"
+                    )
+    except yaml.YAMLError:
+        return
+    finally:
+        events.dispose()
+
+
 def _parse_yaml(text: str) -> tuple[object, list[Violation]]:
+    _count_events(text)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
