@@ -1,5 +1,10 @@
 """Property tests: whatever the metadata says, loading either succeeds or raises PackageError.
 
+The hostile part (``tests/hostile.py``: damaged graphs, external data, files, parser bombs)
+also holds that a package that validates builds an engine, and that each limit refuses with
+its own rule; ``tools/fuzz_packages.py`` runs the same mutations by the thousand and measures
+time and memory.
+
 Mutations start from the valid base packages (so most documents get past parsing and the schema
 and reach the semantic rules); the raw text and bytes tests hit the parser directly. Every
 violation must carry a catalogued rule code, a message and a hint.
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -18,10 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures import package_path
-from reference_runtime.errors import PackageError
-from reference_runtime.package import load_package
+from reference_runtime.errors import PackageError, UsageError
+from reference_runtime.package import load_package, validate_package
 from reference_runtime.package.parse import find_metadata, parse_metadata
 from reference_runtime.package.rules.catalogue import RULES
+from tests import hostile
 
 BASES = ("kv_decoder", "static_cache", "speculative", "lora", "media")
 STEP_KINDS = ("invoke", "loop", "branch", "emit", "sequence", "transfer")
@@ -258,3 +265,279 @@ def test_hostile_artifact_paths_are_refused(workspace, value):
     check(root)
     locations = [v.location for v in refused.value.violations]
     assert "pipeline.workflow.components.model.implementation.artifact" in locations
+
+
+# ------------------------------------------------------------------ hostile packages
+
+HOSTILE_BASES = ("kv_decoder", "lora", "genai_decoder", "model_io_decoder", "static_cache")
+
+
+@pytest.fixture(scope="module")
+def hostile_bases(tmp_path_factory):
+    out = {}
+    for base in HOSTILE_BASES:
+        root = tmp_path_factory.mktemp("hostile-base") / base
+        shutil.copytree(package_path(base), root)
+        out[base] = root
+    return out
+
+
+def _validates_and_builds_or_refuses(root: Path) -> None:
+    """The property the fuzz tool measures at scale: validation returns violations or none,
+    never raises; a package that validates also builds (``Engine.from_dir``)."""
+    from reference_runtime.engine import Engine
+
+    check(root)
+    if not validate_package(root):
+        Engine.from_dir(root)
+
+
+@pytest.mark.parametrize("base", HOSTILE_BASES)
+@settings(FUZZ, max_examples=15)  # each example may build an engine: ~0.5 s
+@given(seed=st.integers(0, 2**32 - 1))
+def test_hostile_mutations_are_refused_or_build(hostile_bases, tmp_path_factory, base, seed):
+    """tests/hostile.py's mutations (structure, text, bytes, ONNX protos, external data, files,
+    bombs) of a copy of the base package."""
+    root = tmp_path_factory.mktemp("hostile") / base
+    shutil.copytree(hostile_bases[base], root, symlinks=True)
+    hostile.mutate(root, random.Random(seed))
+    _validates_and_builds_or_refuses(root)
+    shutil.rmtree(root.parent)
+
+
+@pytest.mark.parametrize(
+    ("bomb", "code"),
+    [
+        ("json_list_50mb", "A98"),
+        ("yaml_list_50mb", "A98"),
+        ("json_list_15mb", "A99"),
+        ("yaml_list_15mb", "A99"),
+        ("alias_bomb", "A99"),
+        ("deep_json", "A100"),
+        ("deep_yaml", "A100"),
+        ("long_string", "A101"),
+        ("sexagesimal", "A102"),
+        ("huge_int_json", "A102"),
+    ],
+)
+def test_parser_bombs_are_refused_with_their_limit(tmp_path, bomb, code):
+    """Time and memory are measured by tools/fuzz_packages.py; here, the rule each one breaks."""
+    root = tmp_path / "bomb"
+    root.mkdir()
+    hostile.plant_bomb(root, bomb)
+    violations = validate_package(root)
+    assert [v.code for v in violations] == [code], violations
+    assert violations[0].hint
+
+
+def test_metadata_size_limit_is_configurable(tmp_path, monkeypatch):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    monkeypatch.setenv("REFERENCE_RUNTIME_MAX_METADATA_BYTES", "1000")
+    (v,) = validate_package(root)
+    assert v.code == "A98" and "REFERENCE_RUNTIME_MAX_METADATA_BYTES" in v.message
+    monkeypatch.setenv("REFERENCE_RUNTIME_MAX_METADATA_BYTES", "zero")
+    with pytest.raises(UsageError):
+        validate_package(root)
+
+
+def test_text_graph_size_limit_is_configurable(tmp_path, monkeypatch):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("static_cache"), root)
+    monkeypatch.setenv("REFERENCE_RUNTIME_MAX_TEXT_GRAPH_BYTES", "100")
+    codes = {v.code for v in validate_package(root)}
+    assert codes == {"C103"}
+    monkeypatch.delenv("REFERENCE_RUNTIME_MAX_TEXT_GRAPH_BYTES")
+    assert validate_package(root) == []
+
+
+def _graph_with(root: Path, relative: str, edit) -> None:
+    path = root / relative
+    model = hostile.load_graph(path)
+    edit(model)
+    hostile.save_graph(path, model)
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "code"),
+    [
+        (
+            "elem_type_99",
+            lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", 99),
+            "C104",
+        ),
+        ("opset_99", lambda m: setattr(m.opset_import[0], "version", 99), "C104"),
+        ("unknown_op", lambda m: setattr(m.graph.node[0], "op_type", "NoSuchOp"), "C104"),
+        ("empty_required_input", lambda m: m.graph.node[0].input.__setitem__(0, ""), "C104"),
+        ("negative_dims", lambda m: _initializer(m, [-1], b""), "C105"),
+        ("huge_without_data", lambda m: _initializer(m, [10**6, 10**6], b"\0" * 8), "C105"),
+        ("external_no_location", lambda m: _external(m, {"length": "16"}), "C105"),
+        ("external_no_length", lambda m: _external(m, {"location": "model.onnx"}), "C105"),
+        (
+            "external_negative_offset",
+            lambda m: _external(m, {"location": "model.onnx", "offset": "-4", "length": "16"}),
+            "C105",
+        ),
+        (
+            "external_wrong_length",
+            lambda m: _external(m, {"location": "model.onnx", "length": "12"}),
+            "C105",
+        ),
+        (
+            "external_outside",
+            lambda m: _external(m, {"location": "../outside.bin", "length": "16"}),
+            "H74",
+        ),
+        (
+            "external_past_the_end",
+            lambda m: _external(
+                m, {"location": "model.onnx", "offset": "99999999", "length": "16"}
+            ),
+            "C83",
+        ),
+        ("sparse_attribute_outside", lambda m: _sparse(m, "../outside.bin"), "H74"),
+    ],  # fmt: skip
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_hostile_graphs_are_refused_at_validation(tmp_path, name, edit, code):
+    """Graph damage that ONNX Runtime or the native executor would otherwise meet only when
+    the engine is built (or run) is refused by the validator, with its code."""
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 64)
+    _graph_with(root, "model.onnx", edit)
+    violations = validate_package(root)
+    assert code in {v.code for v in violations}, violations
+    assert all(v.location == "pipeline.workflow.components.model.implementation.artifact"
+               for v in violations if v.code == code)  # fmt: skip
+
+
+def _initializer(model, dims, raw: bytes) -> None:
+    tensor = model.graph.initializer.add()
+    tensor.name, tensor.data_type = "extra", 1
+    tensor.dims.extend(dims)
+    tensor.raw_data = raw
+
+
+def _external(model, entries: dict) -> None:
+    tensor = model.graph.initializer.add()
+    tensor.name, tensor.data_type = "extra", 1
+    tensor.dims.extend([2, 2])
+    hostile._external(tensor, entries)
+
+
+def _sparse(model, location: str) -> None:
+    from onnx import TensorProto, helper
+
+    values = helper.make_tensor("sv", TensorProto.FLOAT, [2], [1.0, 2.0])
+    hostile._external(values, {"location": location, "length": "8"})
+    indices = helper.make_tensor("si", TensorProto.INT64, [2], [0, 1])
+    sparse = helper.make_sparse_tensor(values, indices, [4])
+    model.graph.node.append(helper.make_node("Constant", [], ["sparse_out"], sparse_value=sparse))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model.context_length", "abc"),
+        ("model.type", {"a": 1}),
+        ("model.eos_token_id", [1, "x"]),
+        ("model.pad_token_id", 1.5),
+        ("model.decoder.num_hidden_layers", 10**12),
+        ("model.decoder.filename", 7),
+        ("model.decoder.inputs.past_key_names", ["x"]),
+        ("search.max_length", "64"),
+        ("search.do_sample", 1),
+        ("search.num_beams", [1]),
+    ],
+)
+def test_genai_config_fields_are_type_checked(tmp_path, field, value):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("genai_decoder"), root)
+    config = json.loads((root / "genai_config.json").read_text())
+    *parents, key = field.split(".")
+    target = config
+    for part in parents:
+        target = target[part]
+    target[key] = value
+    (root / "genai_config.json").write_text(json.dumps(config))
+    violations = validate_package(root)
+    assert violations, "accepted"
+    assert {v.code for v in violations} == {"H91"}, violations
+    assert f'["genai_config.json"].{field}' in [v.location for v in violations]
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [
+        (lambda root: (root / "tokenizer.json").write_bytes(b"\xff\xfe not json"), "C83"),
+        (lambda root: (root / "tokenizer.json").write_text('{"model": '), "C83"),
+        (lambda root: _symlink_outside(root, "tokenizer.json"), "H74"),
+    ],
+    ids=["not-utf8", "truncated", "symlink-outside"],
+)
+def test_the_tokenizer_the_engine_loads_is_checked_at_validation(tmp_path, damage, code):
+    """kv_decoder names no tokenizer; the engine loads the one at its root all the same."""
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    damage(root)
+    assert {v.code for v in validate_package(root)} == {code}
+
+
+def _symlink_outside(root: Path, name: str) -> None:
+    outside = root.parent / "outside.json"
+    outside.write_text("{}")
+    (root / name).unlink()
+    (root / name).symlink_to(outside)
+
+
+def test_a_sparse_constant_too_large_to_densify_is_c105(tmp_path):
+    from onnx import TensorProto, helper
+
+    def edit(model):
+        values = helper.make_tensor("sv", TensorProto.FLOAT, [2], [1.0, 2.0])
+        indices = helper.make_tensor("si", TensorProto.INT64, [2], [0, 1])
+        sparse = helper.make_sparse_tensor(values, indices, [10**12])
+        model.graph.node.append(helper.make_node("Constant", [], ["s"], sparse_value=sparse))
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    _graph_with(root, "model.onnx", edit)
+    (v,) = validate_package(root)
+    assert v.code == "C105" and "dense" in v.message
+
+
+def test_the_fuzz_tool_counts_every_case(tmp_path):
+    """tools/fuzz_packages.py end to end on a few cases (its figures come from larger runs)."""
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fuzz_packages.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--cases", "4", "--jobs", "1", "--seed", "7", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = json.loads(done.stdout)
+    assert summary["cases"] == 4
+    assert sum(summary["counts"].values()) == 4
+    assert summary["failures"] == [], summary["failures"]
+    assert done.returncode == 0
+    assert summary["peak_mb"] > 0
+
+
+def test_an_initializer_of_another_shape_than_its_input_is_c104(tmp_path):
+    """ONNX Runtime refuses a graph input's default of another rank; so does validation."""
+
+    def edit(model):
+        name = model.graph.input[0].name
+        tensor = model.graph.initializer.add()
+        tensor.name, tensor.data_type = name, model.graph.input[0].type.tensor_type.elem_type
+        tensor.dims.append(0)
+
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("kv_decoder"), root)
+    _graph_with(root, "model.onnx", edit)
+    codes = {v.code for v in validate_package(root)}
+    assert "C104" in codes, codes

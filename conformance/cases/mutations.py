@@ -117,6 +117,25 @@ class WriteFile:
 
 
 @dataclass(frozen=True)
+class GrowFile:
+    """Append a comment to ``relpath`` (YAML or protobuf text) until it holds ``size`` bytes
+    (for size limits: the bytes are made when the package is, never held in the catalogue)."""
+
+    relpath: str
+    size: int
+
+    def apply_files(self, root: Path) -> None:
+        target = root / self.relpath
+        missing = self.size - target.stat().st_size
+        if missing > 2:
+            with target.open("ab") as out:
+                out.write(b"\n#" + b" " * (missing - 2))
+
+    def describe(self) -> str:
+        return f"append a comment to `{self.relpath}` until it holds {self.size} bytes"
+
+
+@dataclass(frozen=True)
 class DeleteFile:
     relpath: str
 

@@ -5,7 +5,7 @@ docs/lowering.md describes them)."""
 
 from __future__ import annotations
 
-from .artifacts import confine, load_model, signature
+from .artifacts import confine, graph_problems, load_model, signature
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
@@ -74,10 +74,15 @@ def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
     if problem:
         return [*found, (("contract", "parameters", "artifact"), problem)]
     try:
-        sig = signature(load_model(path), path)
+        model = load_model(path)
+        sig = signature(model, path)
     except Exception as exc:  # onnx raises DecodeError, ParseError, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]
+    refused = graph_problems(model, path.parent)
+    if refused:
+        _, why = refused[0]
+        return [*found, (("contract", "parameters", "artifact"), f"decoder graph: {why}")]
     for key in ("token_input", "logits_output", "attention_mask_input", "position_ids_input"):
         if not isinstance(parameters[key], str):
             found.append((("contract", "parameters", key), f"{key} is not a graph name (string)"))

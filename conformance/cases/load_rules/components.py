@@ -3,7 +3,10 @@ effects. Mirrors ``reference_runtime/package/rules/components.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Rename, Set, WriteFile
+import onnx
+from onnx import TensorProto, helper
+
+from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, WriteFile
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
 LOOP = ("pipeline", "workflow", "steps", 0)  # the lowered decode loop
@@ -25,6 +28,42 @@ graph {
 }
 opset_import { domain: "" version: 21 }
 """
+# The same graph, well named, but with an operator ONNX does not define, or an element type
+# it does not define.
+_NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
+    b'output { name: ""', b'output { name: "next"'
+)
+_UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
+_UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
+
+
+def _projector(external: dict[str, str]) -> bytes:
+    """The lora package's projector graph, its initializer's data in projector.onnx.data
+    (16 bytes) described by the ``external`` entries."""
+    features = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 2])
+                for n in ("activations", "projected")]  # fmt: skip
+    projection = helper.make_tensor("projection", TensorProto.FLOAT, [2, 2], [1.0, 0.0, 0.0, 1.0])
+    projection.ClearField("float_data")
+    projection.data_location = TensorProto.EXTERNAL
+    for key, value in external.items():
+        entry = projection.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["activations"], ["projected"], name="copy_projected")],
+        "projector",
+        [features[0]],
+        [features[1]],
+        initializer=[projection],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model.SerializeToString()
+
+
+_DATA = "projector.onnx.data"
+_SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
+_NO_LENGTH = _projector({"location": _DATA, "offset": "0"})
+_NO_LOCATION = _projector({"offset": "0", "length": "16"})
+assert onnx.load_from_string(_NO_LOCATION).graph.initializer[0].external_data
 _TIMER = (*COMP, "timer")
 _OVERLAY = (*COMP, "overlay")
 _COMMIT = (*COMP, "grammar_commit")
@@ -207,6 +246,31 @@ MUTATIONS = (
     Mutation("C83", "lora", (WriteFile("projector.onnx.data", b"\x00\x00"),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "truncated external data"),
+    # C103: text-format graph over the size limit
+    Mutation("C103", "kv_decoder", (GrowFile("policies/sampler.onnx.textproto", 2**20 + 1),),
+             "pipeline.workflow.components.sampler.implementation.artifact",
+             "text-format graph of 1 MiB"),
+    # C104: a graph ONNX's checker refuses
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _UNKNOWN_OP)),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "operator ONNX does not define"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "element type 99"),
+    # C105: tensor data that disagrees with the declared type and dimensions
+    Mutation("C105", "lora", (WriteFile("projector.onnx", _SHORT_LENGTH),),
+             "pipeline.workflow.components.projector.implementation.artifact",
+             "external data length 12 for 16 bytes"),
+    Mutation("C105", "lora", (WriteFile("projector.onnx", _NO_LENGTH),),
+             "pipeline.workflow.components.projector.implementation.artifact",
+             "external data without a length"),
+    Mutation("C105", "lora", (WriteFile("projector.onnx", _NO_LOCATION),),
+             "pipeline.workflow.components.projector.implementation.artifact",
+             "external data without a location"),
     # ---------------------------------------------------------------- C92 runtime contracts
     Mutation("C92", "lowered_decoder", (Delete((*DECODER, "contract", "parameters", "pad_token_id")),),
              "pipeline.workflow.components.decoder.contract.parameters", "decode parameter missing"),

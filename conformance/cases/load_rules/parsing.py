@@ -3,9 +3,16 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Mutation, ReplaceText, Set
+from ..mutations import Delete, GrowFile, Mutation, ReplaceText, Set
 
 WF = ("pipeline", "workflow")
+# 9**6 list items from a few hundred bytes of aliases
+_ALIAS_BOMB = (
+    "schema_version: v1\nb0: &b0 ["
+    + ", ".join(["1"] * 9)
+    + "]\n"
+    + "".join(f"b{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 9) + "]\n" for i in range(1, 6))
+)
 
 MUTATIONS = (
     Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "device"), "cuda"),),
@@ -38,4 +45,20 @@ MUTATIONS = (
              "<document>", "YAML syntax error"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
+    # A98-A102: the parser's limits (reference_runtime/package/limits.py)
+    Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 17 * 2**20),),
+             "<document>", "metadata file of 17 MiB"),
+    Mutation("A98", "genai_decoder", (GrowFile("genai_config.json", 17 * 2**20),),
+             '["genai_config.json"]', "genai_config.json of 17 MiB"),
+    Mutation("A99", "kv_decoder", (ReplaceText("schema_version: v1\n", _ALIAS_BOMB),),
+             "<document>", "alias bomb"),
+    Mutation("A100", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", "schema_version: v1\nx: " + "[" * 70 + "]" * 70 + "\n"),),
+             "<document>", "list nested 70 deep"),
+    Mutation("A101", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", "schema_version: v1\nx: " + "a" * (2**20 + 1) + "\n"),),
+             "<document>", "string of a million characters"),
+    Mutation("A102", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", "schema_version: 1" + ":59" * 400 + "\n"),),
+             "<document>", "base-60 integer of 1201 characters"),
 )  # fmt: skip

@@ -15,7 +15,7 @@ names, a genai_config key or value this runtime cannot honour) is refused with r
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -333,14 +333,10 @@ def _single_graph(root: Path, problems: _Problems) -> str:
 
 def from_genai_config(root: Path) -> DecoderABI:
     problems = _Problems(root, (GENAI_CONFIG,))
-    try:
-        config = json.loads((root / GENAI_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.add((), f"{GENAI_CONFIG} cannot be read as JSON: {exc}")
-        problems.raise_if_any()
-    if not isinstance(config, dict):
-        problems.add((), f"{GENAI_CONFIG} must hold an object")
-        problems.raise_if_any()
+    # the metadata parser, with its limits (A98-A102) and duplicate keys (A76)
+    config, violations = parse_metadata(root / GENAI_CONFIG, prefix=(GENAI_CONFIG,))
+    if violations:
+        raise PackageError(root, violations)
     for key in config:
         if key not in ("model", "search"):
             problems.add((key,), f"unknown or unsupported key {key!r}")
@@ -357,12 +353,26 @@ def from_genai_config(root: Path) -> DecoderABI:
     if isinstance(options, dict):
         _known(options, _SESSION_OPTION_KEYS, problems, ("model", "decoder", "session_options"))
     model_type = model.get("type")
-    if model_type not in DECODER_TYPES:
+    if not isinstance(model_type, str) or model_type not in DECODER_TYPES:
         problems.add(
             ("model", "type"),
             f"model type {model_type!r} is not a decoder-only type this runtime lowers "
             f"(supported: {', '.join(sorted(DECODER_TYPES))})",
         )
+    _check_types(model, _MODEL_TYPES, problems, ("model",))
+    _check_types(decoder, _DECODER_TYPES, problems, ("model", "decoder"))
+    for where, section in (
+        (("model", "decoder", "inputs"), inputs),
+        (("model", "decoder", "outputs"), outputs),
+    ):
+        _check_types(section, dict.fromkeys(section, _NAME), problems, where)
+    _check_types(search, _SEARCH_TYPES, problems, ("search",))
+    eos_ids = model.get("eos_token_id")
+    if isinstance(eos_ids, list) and not all(_is_int(e) for e in eos_ids):
+        problems.add(
+            ("model", "eos_token_id"), "model.eos_token_id must be an integer or a list of integers"
+        )
+    problems.raise_if_any()
     for key, value in search.items():
         if key not in _SEARCH_KEYS:
             problems.add(("search", key), f"unknown or unsupported search option {key!r}")
@@ -426,7 +436,63 @@ def from_genai_config(root: Path) -> DecoderABI:
 
 
 def _name(template: str, layer: int) -> str:
-    return template % layer if "%d" in template else template
+    return template.replace("%d", str(layer))
+
+
+# Kinds of genai_config values: what each field must hold before lowering reads it.
+_INT = ("an integer", lambda v: _is_int(v))
+_COUNT = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+_POSITIVE = ("an integer >= 1", lambda v: _is_int(v) and v >= 1)
+_TOKEN = ("a token id (an integer >= 0)", lambda v: _is_int(v) and v >= 0)
+_NUMBER = ("a number", lambda v: _is_int(v) or (isinstance(v, float) and math.isfinite(v)))
+_BOOL = ("true or false", lambda v: isinstance(v, bool))
+_NAME = ("a non-empty string", lambda v: isinstance(v, str) and v != "")
+_OBJECT = ("an object", lambda v: isinstance(v, dict))
+_EOS = (
+    "a token id or a list of token ids",
+    lambda v: (_is_int(v) and v >= 0) or isinstance(v, list),
+)
+# Layers are enumerated before the graph is read: bounded, so a hostile count cannot hang.
+MAX_LAYERS = 4096
+_LAYERS = (f"an integer from 0 to {MAX_LAYERS}", lambda v: _is_int(v) and 0 <= v <= MAX_LAYERS)
+
+_MODEL_TYPES = {
+    "type": _NAME, "context_length": _POSITIVE, "vocab_size": _POSITIVE,
+    "bos_token_id": _INT, "eos_token_id": _EOS, "pad_token_id": _TOKEN,
+    "decoder_start_token_id": _INT, "sep_token_id": _INT, "decoder": _OBJECT,
+}  # fmt: skip
+_DECODER_TYPES = {
+    "filename": _NAME, "head_size": _COUNT, "hidden_size": _COUNT,
+    "num_attention_heads": _COUNT, "num_key_value_heads": _COUNT,
+    "num_hidden_layers": _LAYERS, "session_options": _OBJECT, "inputs": _OBJECT,
+    "outputs": _OBJECT,
+}  # fmt: skip
+_SEARCH_TYPES = {
+    "max_length": _COUNT, "min_length": _COUNT, "do_sample": _BOOL, "num_beams": _INT,
+    "num_return_sequences": _INT, "temperature": _NUMBER, "top_k": _COUNT, "top_p": _NUMBER,
+    "random_seed": _INT, "repetition_penalty": _NUMBER, "diversity_penalty": _NUMBER,
+    "no_repeat_ngram_size": _COUNT, "length_penalty": _NUMBER, "early_stopping": _BOOL,
+    "past_present_share_buffer": _BOOL,
+}  # fmt: skip
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def _check_types(section: dict, kinds: dict, problems: _Problems, where: tuple) -> None:
+    """H91 for every field of ``section`` whose value is not of the kind lowering reads."""
+    for key, (kind, holds) in kinds.items():
+        if key in section and not holds(section[key]):
+            value = section[key]
+            shown = (
+                repr(value)
+                if isinstance(value, (int, float, str, bool)) or value is None
+                else type(value).__name__
+            )
+            if len(shown) > 40:
+                shown = shown[:37] + "..."
+            problems.add((*where, key), f"{'.'.join((*where, key))} must be {kind}, not {shown}")
 
 
 def _object(parent: dict, key: str, problems: _Problems, where: tuple, required=True) -> dict:

@@ -948,8 +948,8 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "A77",
         "unparseable-metadata",
-        "The metadata file is not valid YAML/JSON, is not a mapping, is nested too deeply or "
-        "expands (through aliases) beyond the size limit.",
+        "The metadata file is not valid YAML/JSON, is not UTF-8, is empty, is not a mapping, "
+        "refers to itself through an alias, or holds a value that cannot be constructed.",
         "Fix the syntax at the reported line.",
     ),
     _r(
@@ -993,7 +993,8 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "C83",
         "artifact-unreadable",
-        "An ONNX artifact (or its external data) that cannot be read as a model.",
+        "An ONNX artifact (or its external data) that cannot be read as a model, or a "
+        "tokenizer file (`tokenizer.json`, named or at the package root) that cannot be loaded.",
         "Re-export the artifact; `.onnx` is binary protobuf, `.onnx.textproto` text format.",
     ),
     _r(
@@ -1041,6 +1042,71 @@ RULE_LIST: tuple[Rule, ...] = (
         "Run the package with a runtime that reads its revision, or export it as "
         "`schema_version: v1` (docs/format.md names the revision implemented).",
         kind="unsupported",
+    ),
+    _r(
+        "A98",
+        "metadata-too-large",
+        "A metadata file (`inference_metadata.*`, `genai_config.json`) larger than the limit "
+        "(16 MiB by default), refused on its size before it is read.",
+        "Shrink the document (move large tables into artifact files), or raise the limit with "
+        "REFERENCE_RUNTIME_MAX_METADATA_BYTES.",
+    ),
+    _r(
+        "A99",
+        "too-many-nodes",
+        "A metadata document with more than 100,000 nodes (every key, value and list item), "
+        "counted while it is parsed; YAML aliases count once per place they are expanded.",
+        "Shrink the document; replace repeated aliases by one value.",
+    ),
+    _r(
+        "A100",
+        "nested-too-deeply",
+        "A metadata document nested more than 64 levels deep (aliases count where they are "
+        "expanded).",
+        "Flatten the document; the format never needs more than a few levels.",
+    ),
+    _r(
+        "A101",
+        "string-too-long",
+        "A string (a key or a value) of a metadata document longer than 1,048,576 characters.",
+        "Move the long text into an artifact file the package names.",
+    ),
+    _r(
+        "A102",
+        "integer-too-long",
+        "An integer written with more than 1,000 digits (decimal, hexadecimal, octal, binary "
+        "or YAML's base-60 `1:30:00`), or an unquoted YAML number of more than 1,000 "
+        "characters, refused on its text before it is converted.",
+        "Write the integer with at most 1,000 digits (quote it if it is meant as a string).",
+    ),
+    _r(
+        "C103",
+        "text-graph-too-large",
+        "A text-format graph (`.onnx.textproto`) larger than the limit (1 MiB by default), "
+        "refused on its size before it is parsed.",
+        "Export the graph as binary `.onnx` (any size), or raise the limit with "
+        "REFERENCE_RUNTIME_MAX_TEXT_GRAPH_BYTES.",
+    ),
+    _r(
+        "C104",
+        "graph-ill-formed",
+        "An ONNX graph that the ONNX checker refuses (an operator unknown to its opset, a "
+        "value used before it is produced, a wrong attribute, an inferred type that conflicts "
+        "with a declared one, ...) or that declares a tensor element type ONNX does not "
+        "define.",
+        "Run `onnx.checker.check_model(model, full_check=True)` on the graph and fix what it "
+        "reports; re-export it.",
+    ),
+    _r(
+        "C105",
+        "tensor-data-mismatch",
+        "A tensor of an ONNX graph (an initializer, a sparse tensor, a node attribute) whose "
+        "stored data does not match its declared type and dimensions: external data without a "
+        "`location`, `offset` or `length` that is not a non-negative integer, a `length` other "
+        "than the size the dimensions and element type imply, inline data of another size, "
+        "or dimensions that are negative.",
+        "Re-export the graph; external data entries need `location`, `offset` and `length`, "
+        "and `length` must equal the element count times the element size.",
     ),
 )
 

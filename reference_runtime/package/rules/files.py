@@ -1,20 +1,19 @@
-"""H74 / C78 / C83: every file a package names, and the ONNX graphs' real signatures.
+"""H74 / C78 / C83 / C103 / C104 / C105: every file a package names (and the tokenizer the
+engine loads), the ONNX graphs' well-formedness and their real signatures.
 
 Runs before the step rules, which compare invoke ports against the graphs loaded here.
 """
 
 from __future__ import annotations
 
-import onnx
-
 from ... import dtypes
 from ..artifacts import (
-    _node_tensors,
-    _tensors,
     confine,
-    external_data_locations,
+    elem_type_problems,
+    graph_problems,
     load_model,
     signature,
+    text_graph_too_large,
 )
 from ..model import AdapterImplementation, ArtifactSource, MappedVocabulary, OnnxImplementation
 from .context import Ctx
@@ -40,70 +39,40 @@ def check_components(ctx: Ctx) -> None:
         resolved = _confined(ctx, impl.artifact, (*ipath, "artifact"), f"graph of {name!r}")
         if resolved is None:
             continue
+        artifact = (*ipath, "artifact")
+        if resolved.name.endswith(".textproto"):
+            problem = text_graph_too_large(resolved)
+            if problem:
+                ctx.add("C103", artifact, f"graph of {name!r}: {problem}")
+                continue
         try:
             model = load_model(resolved)
         except Exception as exc:  # onnx raises DecodeError, ParseError, ValueError...
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             ctx.add(
                 "C83",
-                (*ipath, "artifact"),
+                artifact,
                 f"graph of {name!r} ({impl.artifact}) cannot be read as an ONNX model: "
                 f"{first[:200]}",
             )
             continue
-        folder = resolved.parent
-        for location in external_data_locations(model):
-            _, problem = confine(folder, location)
-            if problem:
-                ctx.add(
-                    "H74",
-                    (*ipath, "artifact"),
-                    f"external data of {name!r}: {problem} (relative to the graph's folder)",
-                )
-        problem = _external_data_problem(model, folder)
-        if problem:
-            ctx.add(
-                "C83",
-                (*ipath, "artifact"),
-                f"external data of the graph of {name!r} ({impl.artifact}) cannot be read: "
-                f"{problem}",
-            )
+        graph = _checked_graph(ctx, name, impl.artifact, artifact, model, resolved)
+        if graph is None:
             continue
-        graph = signature(model, resolved)
         ctx.graphs[name] = graph
         check_graph_ports(ctx, name, comp, graph)
 
 
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """The tensors of ``model`` whose data lives in an external file (in model order)."""
-    tensors = [*_tensors(model.graph)]
-    for function in model.functions:
-        tensors += _node_tensors(function.node)
-    return [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
-
-
-def _external_data_problem(model, folder) -> str | None:
-    """Why the external data of ``model`` cannot be read (None when it can, or when its file is
-    missing or escapes the package: that is H74)."""
-    for tensor in _external_tensors(model):
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        location = info.get("location")
-        resolved, problem = confine(folder, location or "")
-        if problem:
-            continue
-        try:
-            offset = int(info.get("offset") or 0)
-            length = int(info["length"]) if info.get("length") else None
-        except ValueError:
-            return f"tensor {tensor.name!r} has a non-integer external data offset or length"
-        size = resolved.stat().st_size
-        end = offset + (length or 0)
-        if offset < 0 or (length is not None and length < 0) or end > size:
-            span = f"bytes {offset}..{end}" if length is not None else f"offset {offset}"
-            return (
-                f"tensor {tensor.name!r} reads {span} of {location!r}, which holds {size} byte(s)"
-            )
-    return None
+def _checked_graph(ctx: Ctx, name: str, relative: str, where: tuple, model, resolved):
+    """The graph's signature, or None when it is refused (``artifacts.graph_problems``), so
+    that a graph that validates also builds."""
+    unnamed = any(not v.name for v in (*model.graph.input, *model.graph.output))
+    if unnamed and not elem_type_problems(model):
+        return signature(model, resolved)  # C78, reported with the ports
+    refused = graph_problems(model, resolved.parent)
+    for code, problem in refused:
+        ctx.add(code, where, f"graph of {name!r} ({relative}): {problem}")
+    return None if refused else signature(model, resolved)
 
 
 def check_graph_ports(ctx: Ctx, name: str, comp, graph) -> None:
@@ -186,14 +155,19 @@ def check_other_files(ctx: Ctx) -> None:
                     f"artifact source of input {name!r}",
                 )
     tokenizer = md.package.tokenizer if md.package else None
+    text_codec = None  # the tokenizer.json the engine loads: (path, where) or None
     if tokenizer is not None and tokenizer.artifacts:
         for i, artifact in enumerate(tokenizer.artifacts):
-            _confined(
-                ctx,
-                artifact.location,
-                ("package", "tokenizer", "artifacts", i, "location"),
-                "tokenizer file",
-            )
+            where = ("package", "tokenizer", "artifacts", i, "location")
+            resolved = _confined(ctx, artifact.location, where, "tokenizer file")
+            if artifact.location.endswith("tokenizer.json") and text_codec is None:
+                text_codec = (resolved, where)
+    implicit = ctx.root / "tokenizer.json"
+    if text_codec is None and (implicit.is_file() or implicit.is_symlink()):
+        # not named by the document, but loaded by the engine: the same confinement
+        text_codec = (_confined(ctx, "tokenizer.json", (), "tokenizer.json"), ())
+    if text_codec is not None and text_codec[0] is not None:
+        _check_tokenizer(ctx, *text_codec)
     if md.speculative is not None and isinstance(md.speculative.vocabulary, MappedVocabulary):
         _confined(
             ctx,
@@ -219,6 +193,18 @@ def check_other_files(ctx: Ctx) -> None:
                         )
                         continue
                     _confined(ctx, relative, (*wpath, key), f"adapter file of {alias!r}")
+
+
+def _check_tokenizer(ctx: Ctx, path, where: tuple) -> None:
+    """C83: the tokenizer the engine loads must load (a broken one would otherwise fail only
+    when the engine is built)."""
+    from tokenizers import Tokenizer
+
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception with serde's message
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        ctx.add("C83", where, f"tokenizer file {path.name} cannot be loaded: {first[:200]}")
 
 
 def check(ctx: Ctx) -> None:
