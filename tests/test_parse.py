@@ -578,3 +578,21 @@ def test_a_list_of_steps_as_a_branch_case_is_one_clear_violation(tmp_path):
         ("A05", "pipeline.workflow.steps[1].default"),
     ]
     assert all("one step" in v.message and "sequence" in v.hint for v in violations)
+
+
+def test_a_tab_in_yaml_indentation_is_named(tmp_path):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("counting_loop"), root)
+    path = root / "inference_metadata.yaml"
+    lines = path.read_text().splitlines()
+    lines[2] = "\t" + lines[2].lstrip()
+    path.write_text("\n".join(lines) + "\n")
+    (violation,) = validate_package(root)
+    assert violation.code == "A77"
+    assert "line 3" in violation.message and "tab character" in violation.message
+
+
+def test_a_folder_without_a_metadata_document_says_where_to_point(tmp_path):
+    (violation,) = validate_package(tmp_path)
+    assert violation.code == "H74" and "no metadata file" in violation.message
+    assert "package folder" in violation.hint and "artifact" not in violation.hint

@@ -88,7 +88,8 @@ def _analyse(
                 "H74",
                 (),
                 f"no metadata file in {root} (looked for {', '.join(METADATA_NAMES)})",
-                hint_for("H74"),
+                "Point at the package folder, the one holding its metadata document (an "
+                "inference_metadata.yaml), or at an onnxruntime-genai folder (genai_config.json).",
             )
         ], None
     if not metadata_path.resolve().is_relative_to(root.resolve()):

@@ -479,6 +479,15 @@ def parse_metadata_text(
     ]
 
 
+def _tab_at(text: str, mark) -> bool:
+    """Whether the YAML error at ``mark`` sits on a tab (YAML forbids tabs in indentation)."""
+    lines = text.splitlines()
+    if not 0 <= mark.line < len(lines):
+        return False
+    line = lines[mark.line]
+    return "\t" in line[: mark.column + 1]
+
+
 def _parse_text(text: str, path: Path, prefix: tuple) -> tuple[object | None, list[Violation]]:
     def refused(message: str, code: str = "A77"):
         return None, [_violation(code, prefix, message)]
@@ -496,6 +505,8 @@ def _parse_text(text: str, path: Path, prefix: tuple) -> tuple[object | None, li
         if mark is not None:
             where = f" at line {mark.line + 1}, column {mark.column + 1}"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is not None and _tab_at(text, mark):
+            problem = "a tab character; YAML indents with spaces only, so replace the tab"
         return refused(f"{path.name} is not valid YAML{where}: {problem}")
     except json.JSONDecodeError as exc:
         return refused(
