@@ -135,28 +135,56 @@ def _summary(value) -> str:
     return f"{head}  min {low:.6g}  max {high:.6g}  mean {mean:.6g}  {values}"
 
 
-def _parse_input(text: str, engine):
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def _parse_input(text: str):
     """``NAME=JSON`` or ``NAME=@file.npy``; JSON takes its dtype from the input's contract."""
     if "=" not in text:
-        raise UsageError(f"--input {text!r} is not NAME=VALUE", hint="e.g. --input eos_ids=[[2]]")
+        raise UsageError(
+            f"--input {text!r} is not NAME=VALUE",
+            hint="Write --input NAME=JSON (e.g. --input eos_ids=[[2]]) or --input NAME=@FILE.npy; "
+            "'reference-runtime inspect PKG' lists the inputs.",
+        )
     name, raw = text.split("=", 1)
     if raw.startswith("@"):
         path = Path(raw[1:])
+        if not path.exists():
+            raise UsageError(
+                f"--input {name}: file {raw[1:]!r} does not exist",
+                hint="Give the path of a .npy file after '@'.",
+            )
         if not path.is_file():
-            raise UsageError(f"--input {name}: file {raw[1:]!r} does not exist")
+            raise UsageError(
+                f"--input {name}: {raw[1:]!r} is not a file",
+                hint="Give the path of a .npy file after '@'.",
+            )
         try:
+            with path.open("rb") as handle:
+                is_npy = handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+            if not is_npy:
+                raise ValueError("it is not a .npy file")
             return name, np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
+            reason = str(exc).split(". ")[0] if is_npy_error(exc) else str(exc)
             raise RunError(
                 "H75",
-                f"--input {name}: {raw[1:]!r} is not a readable .npy array of numbers ({exc})",
+                f"--input {name}: {raw[1:]!r} is not a readable .npy array of numbers ({reason})",
                 hint="Save a numeric array with numpy.save (object arrays are not read).",
             ) from None
     try:
         return name, json.loads(raw)
     except (json.JSONDecodeError, RecursionError) as exc:
         message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise UsageError(f"--input {name}: {raw!r} is not JSON ({message})") from None
+        raise UsageError(
+            f"--input {name}: {raw!r} is not JSON ({message})",
+            hint="Write the value as JSON (e.g. [[1, 2]], true, 0.5), or @FILE.npy.",
+        ) from None
+
+
+def is_npy_error(exc: Exception) -> bool:
+    """numpy's refusal of an object array (a long sentence; its first clause says it)."""
+    return "pickled" in str(exc)
 
 
 def _tokens_json(flag: str, text: str):
@@ -244,6 +272,10 @@ def _out_folder(path: str | None) -> Path | None:
     if path is None:
         return None
     out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {path}: it is a file", hint="Give a folder (it is created when missing)."
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".reference-runtime-write-check"
@@ -263,7 +295,7 @@ def _run(args) -> int:
     engine = Engine.from_dir(
         args.package, executor=args.executor, device=args.device, compiled=not args.plain
     )
-    inputs = dict(_parse_input(text, engine) for text in args.input)
+    inputs = dict(_parse_input(text) for text in args.input)
     overrides = _overrides(args.override)
     prompt, flag = _prompt(args)
     keywords = dict(

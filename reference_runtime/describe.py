@@ -76,8 +76,10 @@ def describe(path) -> dict:
 
 
 def _shape(contract) -> list | None:
-    return None if contract.shape is None else [d if isinstance(d, int) else str(d)
-                                                for d in contract.shape]  # fmt: skip
+    """The declared shape (a scalar's is ``[]``), or None when only the rank is declared."""
+    if contract.shape is None:
+        return [] if contract.rank == 0 else None
+    return [d if isinstance(d, int) else str(d) for d in contract.shape]
 
 
 def _input(name: str, inp, text: bool) -> dict:
@@ -106,6 +108,7 @@ def _input(name: str, inp, text: bool) -> dict:
         + (f" ({source.name})" if isinstance(source, ApplicationSource) else ""),
         "role": f"runtime {role}" if role else "opaque",
         "dtype": inp.contract.dtype,
+        "rank": inp.contract.rank,
         "shape": _shape(inp.contract),
         "required": bool(inp.required and default is None),
         "default": list(default) if isinstance(default, tuple) else default,
@@ -118,6 +121,7 @@ def _output(name: str, out) -> dict:
         "name": name,
         "role": out.role,
         "dtype": out.contract.dtype,
+        "rank": out.contract.rank,
         "shape": _shape(out.contract),
         "value_range": out.value_range,
         "media": None
@@ -179,11 +183,15 @@ def _native_support(path: Path) -> str:
     return f"no: {len(problems)} node(s) it does not implement ({', '.join(ops)})"
 
 
+def _shown(shape: list | None, rank: int) -> str:
+    return f"rank {rank}" if shape is None else f"[{', '.join(map(str, shape))}]"
+
+
 def render(info: dict) -> str:
     """The human-readable form of ``describe``."""
     lines = [f"{info['package']}: {info['kind']}", "", "inputs:"]
     for i in info["inputs"]:
-        shape = "?" if i["shape"] is None else f"[{', '.join(map(str, i['shape']))}]"
+        shape = _shown(i["shape"], i["rank"])
         need = "required" if i["required"] else "optional"
         default = "" if i["default"] is None else f", default {i['default']!r}"
         lines.append(f"  {i['name']}  {i['dtype']} {shape}  {need}{default}")
@@ -191,7 +199,7 @@ def render(info: dict) -> str:
         lines.append(f"      pass: {i['pass']}")
     lines += ["", "outputs:"]
     for o in info["outputs"]:
-        shape = "?" if o["shape"] is None else f"[{', '.join(map(str, o['shape']))}]"
+        shape = _shown(o["shape"], o["rank"])
         lines.append(f"  {o['name']}  {o['dtype']} {shape}  role {o['role']}")
         if o["media"]:
             m = o["media"]

@@ -74,7 +74,7 @@ class Spelling:
         if not name.startswith("--"):
             return f"{name}=..."
         if keyword == "prompt":
-            return "--tokens [[...]] (or --text TEXT)"
+            return "--tokens [[...]]"
         return f"{name} {FLAG_VALUES.get(keyword, 'VALUE')}"
 
     def pass_inputs(self, inputs: list[tuple[str, object]]) -> str:
@@ -96,7 +96,7 @@ def cli_value_hint(name: str, contract) -> str:
     if contract.shape is not None:
         shape = f"[{', '.join(str(d) for d in contract.shape)}]"
     else:
-        shape = f"rank {rank}"
+        shape = "scalar" if rank == 0 else f"rank {rank}"
     return f"{name}={value} ({contract.dtype} {shape})"
 
 
