@@ -166,7 +166,7 @@ def _parse_input(text: str):
                 raise ValueError("it is not a .npy file")
             return name, np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
-            reason = str(exc).split(". ")[0] if is_npy_error(exc) else str(exc)
+            reason = str(exc).split(". ")[0] if _is_npy_error(exc) else str(exc)
             raise RunError(
                 "H75",
                 f"--input {name}: {raw[1:]!r} is not a readable .npy array of numbers ({reason})",
@@ -182,7 +182,7 @@ def _parse_input(text: str):
         ) from None
 
 
-def is_npy_error(exc: Exception) -> bool:
+def _is_npy_error(exc: Exception) -> bool:
     """numpy's refusal of an object array (a long sentence; its first clause says it)."""
     return "pickled" in str(exc)
 
