@@ -313,8 +313,13 @@ def _run(args) -> int:
     engine.check_request(prompt, inputs, spelling=spelling, **keywords)
     out = _out_folder(args.out)
     workflow = engine.package.metadata.workflow
-    # a package with session-scoped state runs as the first turn of a fresh session
-    stateful = any(cell.scope == "session" for cell in workflow.state.values())
+    # a package whose session-scoped state needs a session (cells other than a conversation's
+    # continuation, which a run without a session simply starts) runs as the first turn of a
+    # fresh session
+    stateful = any(
+        cell.scope == "session" and (cell.session is None or cell.session.continuation is None)
+        for cell in workflow.state.values()
+    )
     session = engine.create_session() if stateful else None
     result = engine.run(
         prompt=prompt, inputs=inputs, overrides=overrides, session_id=session, **keywords

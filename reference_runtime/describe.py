@@ -155,7 +155,7 @@ def _component(package, name: str, comp) -> dict:
     if graph is None:
         executors = {"ort": "yes", "native": "yes"}  # no graph: runs beneath either
     else:
-        executors = {"ort": "yes", "native": _native_support(package.root / graph)}
+        executors = _graph_support(package.root / graph)
     return {
         "name": name,
         "implementation": kind,
@@ -165,22 +165,39 @@ def _component(package, name: str, comp) -> dict:
     }
 
 
-def _native_support(path: Path) -> str:
-    """``yes`` when the native executor implements every node of the graph, else which ops it
-    lacks."""
+# operator domains ONNX Runtime implements itself
+ORT_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
+
+
+def _graph_support(path: Path) -> dict:
+    """Per executor, whether it can run the graph at ``path``: ONNX Runtime where every node is
+    in a domain it implements; the native executor where it implements every node (its plan of
+    the graph has no problem)."""
     from .executors.native.graph import plan_model
     from .package.artifacts import load_model
 
     try:
         model = load_model(path, external_data=True)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: inspect describes
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        unknown = f"unknown: the graph could not be read ({first})"
+        return {"ort": unknown, "native": unknown}
+    nodes = [*model.graph.node, *(n for f in model.functions for n in f.node)]
+    local = {f.domain for f in model.functions}
+    custom = sorted({n.domain for n in nodes} - set(ORT_DOMAINS) - local)
+    ort = "yes" if not custom else f"only with custom operators registered ({', '.join(custom)})"
+    try:
         _, problems = plan_model(model, np)
     except Exception as exc:  # noqa: BLE001 - reported, not raised: inspect describes
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return f"unknown: the graph could not be planned ({first})"
+        return {"ort": ort, "native": f"unknown: the graph could not be planned ({first})"}
     if not problems:
-        return "yes"
+        return {"ort": ort, "native": "yes"}
     ops = sorted({p.op for p in problems})
-    return f"no: {len(problems)} node(s) it does not implement ({', '.join(ops)})"
+    return {
+        "ort": ort,
+        "native": f"no: {len(problems)} node(s) it does not implement ({', '.join(ops)})",
+    }
 
 
 def _shown(shape: list | None, rank: int) -> str:
