@@ -1,5 +1,8 @@
+"""``python -m reference_runtime``: the ``reference-runtime`` command line."""
+
 import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -134,7 +134,8 @@ class Engine:
         **keywords,
     ) -> None:
         """Refuse (``H75``) a request whose prompt or keywords ``run`` would refuse before
-        binding them, without running anything; ``spelling`` names the request's parts in the
+        binding them, or that leaves required inputs without a value or names undeclared ones
+        (every one of them at once), without running anything; ``spelling`` names the request's parts in the
         caller's terms (``Spelling`` fields: the keywords of ``run``)."""
         self._checked(prompt, inputs, keywords, spelling)
 
@@ -160,7 +161,10 @@ class Engine:
             )
         checked = {k: v for k, v in keywords.items() if k != "stop_on_eos"}
         self._binder.check_keywords(Request(**checked), spelling)  # what the package allows
-        return self._prompts.check(prompt, spelling), dict(inputs), keywords
+        prompt = self._prompts.check(prompt, spelling)
+        # every required input without a value and every undeclared one, at once
+        self._binder.check_names(Request(prompt=prompt, inputs=inputs, **checked), spelling)
+        return prompt, dict(inputs), keywords
 
     def run(
         self,

@@ -43,6 +43,10 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_NEW_TOKENS_MAX = 2**31 - 1
 
 
+# what a flag's value is called in hints
+FLAG_VALUES = dict(max_new_tokens="N", seed="S", temperature="T", top_k="K", top_p="P", min_p="P")
+
+
 @dataclass(frozen=True)
 class Spelling:
     """How the caller names each part of a request in messages."""
@@ -56,14 +60,44 @@ class Spelling:
     top_p: str = "top_p"
     min_p: str = "min_p"
     stop_on_eos: str = "stop_on_eos"
+    inputs: str = "inputs"
 
     def show(self, keyword: str, value) -> str:
         """``keyword=value`` in the API's terms, ``--flag value`` in the command line's."""
         name = getattr(self, keyword)
         return f"{name} {value!r}" if name.startswith("--") else f"{name}={value!r}"
 
+    def pass_keyword(self, keyword: str) -> str:
+        """How to pass a request keyword: ``max_new_tokens=...`` in the API,
+        ``--max-new-tokens N`` on the command line."""
+        name = getattr(self, keyword)
+        if not name.startswith("--"):
+            return f"{name}=..."
+        if keyword == "prompt":
+            return "--tokens [[...]]"
+        return f"{name} {FLAG_VALUES.get(keyword, 'VALUE')}"
+
+    def pass_inputs(self, inputs: list[tuple[str, object]]) -> str:
+        """How to pass the named inputs (``(name, contract)`` pairs): ``inputs={'a': ...}`` in
+        the API, ``--input a=[[...]] (int64 [batch, 1])`` per input on the command line."""
+        if not self.inputs.startswith("--"):
+            return f"{self.inputs}={{{', '.join(f'{name!r}: ...' for name, _ in inputs)}}}"
+        return ", ".join(f"{self.inputs} {cli_value_hint(name, c)}" for name, c in inputs)
+
 
 API = Spelling()
+
+
+def cli_value_hint(name: str, contract) -> str:
+    """``NAME=[[...]] (int64 [batch, 1])``: a JSON value of the contract's rank, its dtype and
+    shape."""
+    rank = contract.rank
+    value = "[" * rank + "..." + "]" * rank if rank else "VALUE"
+    if contract.shape is not None:
+        shape = f"[{', '.join(str(d) for d in contract.shape)}]"
+    else:
+        shape = "scalar" if rank == 0 else f"rank {rank}"
+    return f"{name}={value} ({contract.dtype} {shape})"
 
 
 def _refuse(message: str, hint: str) -> RunError:

@@ -9,6 +9,7 @@ value per row) and checked in turn.
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
 
@@ -76,6 +77,11 @@ class Bound:
     values: dict[str, np.ndarray]
     symbols: Symbols
     batch: int | None
+
+
+def _alias(inp) -> str | None:
+    """The application source name an input may also be supplied by, or None."""
+    return inp.source.name if isinstance(inp.source, ApplicationSource) else None
 
 
 def _request_error(message: str, hint: str = "", code: str = "H75") -> RunError:
@@ -327,6 +333,7 @@ class InputBinder:
     def bind(self, request: Request) -> Bound:
         wf = self.wf
         self.check_keywords(request)
+        self.check_names(request)  # every missing and undeclared input at once
         supplied = dict(request.inputs or {})
         direct: dict[str, np.ndarray] = {}
         scalars: dict[str, object] = {}  # name -> Python value to materialise (pass 2)
@@ -368,18 +375,8 @@ class InputBinder:
                 )
             if inp.default is not None:
                 scalars[name] = inp.default
-            elif inp.required and not isinstance(source, LiteralSource):
-                raise _request_error(
-                    f"required input {name!r} was not supplied",
-                    self._missing_hint(name, inp),
-                )
-            elif inp.required:
+            elif inp.required and isinstance(source, LiteralSource):
                 raise _request_error(f"literal input {name!r} has no default")
-        if supplied:
-            raise _request_error(
-                f"the request supplies undeclared input(s): {', '.join(sorted(supplied))}",
-                f"Declared inputs: {', '.join(sorted(wf.inputs))}.",
-            )
         symbols = Symbols(self.dynamic)
         batch = None
         for name in sorted(direct):
@@ -399,16 +396,85 @@ class InputBinder:
                 values[inp.present_as] = np.array(name in values)
         return Bound(values, symbols, batch)
 
-    def _missing_hint(self, name, inp) -> str:
-        if isinstance(inp.role, RuntimeRole):
-            role = inp.role.role
-            if role == "prompt_tokens":
-                return "Pass prompt=[[token ids...]]."
-            for keyword, roles in KEYWORD_ROLES.items():
-                if role in roles:
-                    return f"Pass {keyword}=..."
-        alias = inp.source.name if isinstance(inp.source, ApplicationSource) else None
-        return f"Pass inputs={{{(alias or name)!r}: ...}}."
+    def unbound(self, request: Request) -> tuple[list[str], list[str]]:
+        """``(required inputs the request leaves without a value, supplied names no input
+        declares)``, each sorted."""
+        supplied = set(request.inputs or {})
+        declared: set[str] = set()
+        missing = []
+        for name in sorted(self.wf.inputs):
+            inp = self.wf.inputs[name]
+            source = inp.source
+            alias = source.name if isinstance(source, ApplicationSource) else None
+            declared.update(n for n in (name, alias) if n)
+            if name in supplied or alias in supplied:
+                continue
+            if isinstance(source, RequestSource):
+                role = inp.role.role if isinstance(inp.role, RuntimeRole) else None
+                if role in ("prompt_tokens", "prompt_text"):
+                    if request.prompt is not None:
+                        continue
+                elif role and self.request_value(role, request) is not None:
+                    continue
+            if isinstance(source, LiteralSource | ArtifactSource):
+                continue  # bind refuses these itself
+            if inp.default is None and inp.required:
+                missing.append(name)
+        return missing, sorted(supplied - declared)
+
+    def check_names(self, request: Request, spelling=None) -> None:
+        """Refuse (``H75``) a request that leaves a required input without a value or supplies
+        an input no one declares, naming every such input at once (``spelling``: the caller's
+        terms, a ``requests.Spelling``; the API's by default)."""
+        missing, unknown = self.unbound(request)
+        if not missing and not unknown:
+            return
+        if spelling is None:
+            from ..requests import API as spelling
+        declared = sorted(  # what a caller may supply: not the package's literals
+            {
+                n
+                for name, inp in self.wf.inputs.items()
+                if not isinstance(inp.source, LiteralSource)
+                for n in (name, _alias(inp))
+                if n
+            }
+        )
+        parts, hints = [], []
+        if missing:
+            many = len(missing) != 1
+            parts.append(
+                f"required input{'s' * many} {', '.join(map(repr, missing))} "
+                f"{'were' if many else 'was'} not supplied"
+            )
+            hints.append(self._missing_hint(missing, spelling))
+        if unknown:
+            named = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+                named.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+            many = len(unknown) != 1
+            parts.append(f"the request supplies undeclared input{'s' * many} {', '.join(named)}")
+            hints.append(f"The inputs a request may supply: {', '.join(declared) or 'none'}.")
+        raise _request_error("; ".join(parts), " ".join(hints))
+
+    def _missing_hint(self, missing: list[str], spelling) -> str:
+        """How to supply each missing input, in the caller's terms."""
+        ways: list[str] = []
+        plain: list[tuple[str, object]] = []
+        for name in missing:
+            inp = self.wf.inputs[name]
+            role = inp.role.role if isinstance(inp.role, RuntimeRole) else None
+            keyword = next((k for k, roles in KEYWORD_ROLES.items() if role in roles), None)
+            if role in ("prompt_tokens", "prompt_text"):
+                ways.append(spelling.pass_keyword("prompt"))
+            elif keyword is not None:
+                ways.append(spelling.pass_keyword(keyword))
+            else:
+                plain.append((_alias(inp) or name, inp.contract))
+        if plain:
+            ways.append(spelling.pass_inputs(plain))
+        return f"Pass {', '.join(ways)}."
 
     @staticmethod
     def resolved_shape(contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
