@@ -24,9 +24,12 @@ from reference_runtime import Engine, PackageError
 from reference_runtime.cli import main as cli
 from reference_runtime.package import validate_package
 from reference_runtime.package.lowering import lower, package_shape
+from tests.conftest import UPSTREAM, WHERE
 
-TINY = Path(__file__).resolve().parents[2] / "shared" / "upstream-fixtures" / "tiny-llm"
-needs_tiny = pytest.mark.skipif(not TINY.is_dir(), reason="shared upstream fixtures are absent")
+TINY = UPSTREAM / "tiny-llm"
+needs_tiny = pytest.mark.skipif(
+    not TINY.is_dir(), reason=f"the upstream example packages are absent ({WHERE})"
+)
 
 
 def recompute_greedy(folder: Path, prompt: list[int], steps: int, context: int) -> list[int]:
