@@ -155,6 +155,19 @@ def _number_flag(flag: str, text: str | None):
         ) from None
 
 
+def _budget_flag(text: str | None):
+    """``--kv-budget-bytes``: a whole number of bytes (its range is checked by the engine)."""
+    if text is None:
+        return None
+    if not _INTEGER.match(text.strip()) or int(text) < 0:
+        raise UsageError(
+            f"--kv-budget-bytes {text!r} is not a whole number of bytes >= 0",
+            code="H114",
+            hint="Pass a whole number of bytes >= 0 to --kv-budget-bytes.",
+        )
+    return int(text)
+
+
 CLI_SPELLING = dict(
     max_new_tokens="--max-new-tokens",
     seed="--seed",
@@ -180,7 +193,11 @@ def _run(args) -> int:
 
     try:
         engine = Engine.from_dir(
-            args.package, executor=args.executor, device=args.device, compiled=not args.plain
+            args.package,
+            executor=args.executor,
+            device=args.device,
+            compiled=not args.plain,
+            kv_budget_bytes=_budget_flag(args.kv_budget_bytes),
         )
         inputs = dict(_parse_input(text, engine) for text in args.input)
         overrides = {}
@@ -326,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", metavar="P", help="sampling top-p, in (0, 1]")
     p.add_argument("--min-p", metavar="P", help="sampling min-p, in [0, 1]")
     p.add_argument("--no-stop-on-eos", action="store_true")
+    p.add_argument(
+        "--kv-budget-bytes",
+        metavar="N",
+        help="refuse (H113) a request whose KV needs more than N bytes",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_run)
     p = sub.add_parser(
