@@ -88,6 +88,7 @@ FAILURE_KINDS = {
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
 RUN_SUITES = (
     "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
+    "kv_admission",
 )  # fmt: skip
 
 
@@ -108,6 +109,7 @@ class Case:
     judge: Callable[[Runtime, Path], Outcome]
     rule: str | None = None  # the rule code a fail-closed case breaks
     run: RunCase | None = None  # the run case a run-suite or run-time fail-closed case runs
+    options: dict | None = None  # the load options it passes (kv_admission: kv_budget_bytes)
 
 
 def package_features(document: dict) -> tuple[str, ...]:
@@ -662,6 +664,8 @@ def admission_catalogue() -> list[Case]:
                 _copy_base(case.package),
                 _judge_admission(case),
                 "H113",
+                RunCase(case.id, case.package, case.requests, notes=case.notes),
+                {kv_admission.OPTION: case.budget},
             )
         )
     base = kv_admission.UNBOUNDED_KV.base
@@ -688,6 +692,7 @@ def admission_catalogue() -> list[Case]:
                 build,
                 _judge_budget_refused(budget),
                 "H114",
+                options={kv_admission.OPTION: budget},
             )
         )
     return cases
