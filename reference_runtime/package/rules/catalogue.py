@@ -1125,7 +1125,8 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "`kv_budget_bytes` is not an integer >= 0, or the package's KV cannot be bounded before a "
        "request runs (a service-group cell without a shape or a byte-sized dtype, a growing "
        "axis no new-token bound or input `max` limits, a symbol no input binds), so no budget "
-       "can be enforced on it. Refused when the engine loads.",
+       "can be enforced on it. Refused when the engine loads (or, where only an optional input "
+       "binds a cell's symbol, when a request leaves that input out).",
        "Pass a whole number of bytes >= 0, or load the package without a budget.",
        phase="run"),
 )  # fmt: skip
