@@ -296,10 +296,9 @@ from reference_runtime import Engine, ReferenceRuntimeError
 
 here = Path(__file__).resolve().parent
 executor = sys.argv[1] if len(sys.argv) > 1 else "ort"
+# a case's load options (kv_admission: {"kv_budget_bytes": N}) go to Engine.from_dir
 options = json.loads((here / "case.json").read_text()).get("options") or {}
-engine = Engine.from_dir(
-    here / "package", executor=executor, kv_budget_bytes=options.get("kv_budget_bytes")
-)
+engine = Engine.from_dir(here / "package", executor=executor, **options)
 session = None
 for i, request in enumerate(json.loads((here / "requests.json").read_text())):
     inputs = {name: np.load(here / spec["file"]) for name, spec in request["inputs"].items()}
