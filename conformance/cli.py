@@ -296,7 +296,9 @@ from reference_runtime import Engine, ReferenceRuntimeError
 
 here = Path(__file__).resolve().parent
 executor = sys.argv[1] if len(sys.argv) > 1 else "ort"
-engine = Engine.from_dir(here / "package", executor=executor)
+# a case's load options (kv_admission: {"kv_budget_bytes": N}) go to Engine.from_dir
+options = json.loads((here / "case.json").read_text()).get("options") or {}
+engine = Engine.from_dir(here / "package", executor=executor, **options)
 session = None
 for i, request in enumerate(json.loads((here / "requests.json").read_text())):
     inputs = {name: np.load(here / spec["file"]) for name, spec in request["inputs"].items()}
@@ -357,16 +359,23 @@ def write_case(case: Case, dest: Path) -> list[Path]:
     shutil.rmtree(dest / ".build", ignore_errors=True)
     info = {"id": case.id, "suite": case.suite, "features": list(case.features),
             "rule": case.rule, "expected": case.expected}  # fmt: skip
+    if case.options:
+        info["options"] = case.options  # passed to load
     (dest / "case.json").write_text(json.dumps(info, indent=2) + "\n")
     written = [package, dest / "case.json"]
     commands = []
+    budget = (case.options or {}).get("kv_budget_bytes")
+    flag = "" if budget is None else f" --kv-budget-bytes {budget}"
     if case.run is None:
-        commands.append("reference-runtime validate package")
+        if budget is None:
+            commands.append("reference-runtime validate package")
+        else:  # refused when the engine loads, before any request
+            commands.append(f"reference-runtime run package{flag} --json")
     else:
         requests = []
         for i, request in enumerate(case.run.requests):
             requests.append(_request_json(request, dest / "requests" / str(i)))
-            commands.append(_run_command(request, i))
+            commands.append(_run_command(request, i).replace(" --json", f"{flag} --json", 1))
         (dest / "requests.json").write_text(json.dumps(requests, indent=2) + "\n")
         written += [dest / "requests.json"]
         if (dest / "requests").exists():

@@ -10,7 +10,8 @@ JSON-lines form):
 - ``load(package_dir, executor=None) -> handle``: load a package, or raise :class:`Refused`
   (stage "load") or :class:`Unsupported`. ``executor`` is one of the declared ``executors``; it
   is only ever passed to a runtime that declares some, so ``load(package_dir)`` suffices for
-  the others.
+  the others. ``options`` (``{"kv_budget_bytes": N}``) is passed as a keyword only to a
+  runtime declaring ``kv_admission``.
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
   array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result
@@ -86,6 +87,10 @@ FEATURES = (
     # sessions the runtime created for the loaded package so far (one per component, reused by
     # every invocation and request), checked by the `component_sessions` suite.
     "session_counters",
+    # Optional: takes a KV byte budget as a load option ({"kv_budget_bytes": N}) and refuses,
+    # before running anything, a request whose KV does not fit (H113), a session turn included
+    # (the session stays as it was); a budget that is not bytes is refused at load (H114).
+    "kv_admission",
 )
 
 

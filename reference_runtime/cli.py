@@ -242,6 +242,19 @@ def _number_flag(flag: str, text: str | None):
         ) from None
 
 
+def _budget_flag(text: str | None):
+    """``--kv-budget-bytes``: a whole number of bytes (its range is checked by the engine)."""
+    if text is None:
+        return None
+    if not _INTEGER.match(text.strip()) or int(text) < 0:
+        raise UsageError(
+            f"--kv-budget-bytes {text!r} is not a whole number of bytes >= 0",
+            code="H114",
+            hint="Pass a whole number of bytes >= 0 to --kv-budget-bytes.",
+        )
+    return int(text)
+
+
 CLI_SPELLING = dict(
     max_new_tokens="--max-new-tokens",
     seed="--seed",
@@ -293,7 +306,11 @@ def _run(args) -> int:
     if args.indent is not None and not args.json:
         raise UsageError("--indent is given without --json", hint="Add --json, or drop --indent.")
     engine = Engine.from_dir(
-        args.package, executor=args.executor, device=args.device, compiled=not args.plain
+        args.package,
+        executor=args.executor,
+        device=args.device,
+        compiled=not args.plain,
+        kv_budget_bytes=_budget_flag(args.kv_budget_bytes),
     )
     inputs = dict(_parse_input(text) for text in args.input)
     overrides = _overrides(args.override)
@@ -458,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TARGET=REPLACEMENT",
         help="run a declared replacement in place of an application_overridable component",
     )
-    p.add_argument("--max-new-tokens", metavar="N", help="new tokens, at least 1")
+    p.add_argument("--max-new-tokens", metavar="N", help="new tokens to generate, >= 0")
     p.add_argument("--seed", metavar="S", help="an integer in int64's range")
     p.add_argument("--greedy", action="store_true", help="decode greedily")
     p.add_argument("--temperature", metavar="T", help="sampling temperature, >= 0")
@@ -466,6 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", metavar="P", help="sampling top-p, in (0, 1]")
     p.add_argument("--min-p", metavar="P", help="sampling min-p, in [0, 1]")
     p.add_argument("--no-stop-on-eos", action="store_true")
+    p.add_argument(
+        "--kv-budget-bytes",
+        metavar="N",
+        help="refuse (H113) a request whose KV needs more than N bytes",
+    )
     p.add_argument(
         "--out",
         metavar="DIR",

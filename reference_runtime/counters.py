@@ -9,6 +9,7 @@
 - ``prefix_reuse``: session turns whose prefill continued kept KV (``hits``) and the prompt
   tokens that were therefore not run again (``tokens``);
 - ``materialisations``: host_to_device / device_to_host copies;
+- ``admission``: requests the KV budget admitted / refused (only with ``kv_budget_bytes``);
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
 
 Every count goes through a method that holds one lock, so counts stay exact when runs share an
@@ -28,6 +29,7 @@ GROUPS = (
     "adapter_cache",
     "prefix_reuse",
     "materialisations",
+    "admission",
 )
 
 
@@ -73,6 +75,9 @@ class Counters:
                 "materialisations": {
                     key: groups["materialisations"].get(key, 0)
                     for key in ("host_to_device", "device_to_host")
+                },
+                "admission": {
+                    key: groups["admission"].get(key, 0) for key in ("admitted", "refused")
                 },
                 "runs": self._runs,
                 "loop_iterations": self._loop_iterations,

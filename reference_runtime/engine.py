@@ -26,6 +26,7 @@ from .package import Package, load_package
 from .requests import API, PromptPreparer, Spelling, check_keywords, check_token_rows
 from .results import RunResult, TokenReader
 from .sessions import SessionStore
+from .workflow.admission import KvEstimator, check_budget
 from .workflow.compiled import CompiledInterpreter
 from .workflow.inputs import InputBinder, Request
 from .workflow.interpreter import Interpreter, dynamic_symbols
@@ -56,12 +57,23 @@ class Engine:
         sessions: dict,
         counters: Counters,
         compiled: bool = True,
+        kv_budget_bytes: int | None = None,
     ):
         workflow = package.metadata.workflow
         self.package = package
         self.executor = executor
         self.device = device
         self.compiled = compiled
+        self.kv_budget_bytes = check_budget(kv_budget_bytes)
+        self._kv = KvEstimator(workflow)
+        if self.kv_budget_bytes is not None and self._kv.problems:
+            raise UsageError(
+                "this package's KV cannot be bounded before a request runs, so a KV budget "
+                f"cannot be enforced: {'; '.join(self._kv.problems)}",
+                code="H114",
+                hint="Load the package without kv_budget_bytes, or declare what bounds its KV "
+                '(docs/runtime.md, "KV admission").',
+            )
         self.provenance = package.provenance  # "authored" or "lowered"
         self._counters = counters
         self._sessions = sessions
@@ -79,12 +91,21 @@ class Engine:
 
     @classmethod
     def from_dir(
-        cls, path, executor: str = "ort", device: str = "cpu", *, compiled: bool = True
+        cls,
+        path,
+        executor: str = "ort",
+        device: str = "cpu",
+        *,
+        compiled: bool = True,
+        kv_budget_bytes: int | None = None,
     ) -> Engine:
         """Load the package at ``path`` (a workflow package, or a bare decoder lowered to one)
         with every ONNX component on ``executor`` (``ort`` or ``native``) and ``device``
         (``cpu`` or ``cuda``). ``compiled=False`` runs the plain interpreter, the specification
-        path, instead of its compiled fast path (same results)."""
+        path, instead of its compiled fast path (same results). ``kv_budget_bytes`` (an
+        integer >= 0) refuses, before any component runs, a request whose KV would not fit
+        (``H113``; docs/runtime.md, "KV admission")."""
+        kv_budget_bytes = check_budget(kv_budget_bytes)
         if executor not in EXECUTORS:
             raise UsageError(
                 f"unknown executor {executor!r}", hint=f"Use one of: {', '.join(EXECUTORS)}."
@@ -96,7 +117,7 @@ class Engine:
         package = load_package(Path(path))  # a bare decoder is lowered to a workflow here
         counters = Counters()
         sessions = load_sessions(package, executor, device, counters)
-        return cls(package, executor, device, sessions, counters, compiled)
+        return cls(package, executor, device, sessions, counters, compiled, kv_budget_bytes)
 
     @property
     def counters(self) -> dict:
@@ -211,6 +232,7 @@ class Engine:
         )
         stored = self._store.stored(session_id)
         bound = self._binder.bind(request)
+        self._admit(bound, session_id)  # before any component runs
         context = RunContext(stop_on_eos, session_id, select_adapters(self.package, bound.values))
         with running(context):  # what the sessions see of this request, on this thread only
             frame = self._interpreter.run(
@@ -235,6 +257,41 @@ class Engine:
             events={k: list(v) for k, v in frame.outputs.events.items()},
             text=self._prompts.decode(tokens),
         )
+
+    def kv_bytes_needed(self, prompt=None, inputs=None, *, session_id=None, **keywords) -> int:
+        """The KV bytes ``run`` with these arguments would need (docs/runtime.md, "KV
+        admission"): the figure admission compares with the budget, computed without running
+        anything (a session turn counts the session's stored conversation)."""
+        prompt, inputs, keywords = self._checked(prompt, inputs, keywords, API)
+        keywords.pop("stop_on_eos", None)
+        prompt, inputs, _ = self._prompts.prepare(prompt, inputs, session_id)
+        request = Request(prompt=prompt, inputs=inputs, session_id=session_id, **keywords)
+        return self._kv.needed(self._binder.bind(request))[0]
+
+    def _admit(self, bound, session_id) -> None:
+        """Refuse (``H113``) a request whose KV does not fit the engine's budget; nothing has
+        run yet, so nothing is half-run and a session stays as it was."""
+        if self.kv_budget_bytes is None:
+            return
+        needed, per_cell = self._kv.needed(bound)
+        if needed > self.kv_budget_bytes:
+            self._counters.add("admission", "refused")
+            turn = (
+                " (this session turn's prompt is the whole conversation)"
+                if (session_id is not None and self._store.continuation is not None)
+                else ""
+            )
+            cells = ", ".join(f"{name} {n}" for name, n in per_cell.items())
+            raise RunError(
+                "H113",
+                f"the request needs {needed} bytes of KV but the budget has "
+                f"{self.kv_budget_bytes} available ({cells}; {bound.batch or 1} row(s), "
+                f"{self._kv.positions(bound)} token positions{turn})",
+                hint="Shorten the prompt, lower max_new_tokens or send fewer rows (for a "
+                "session: reset it or start a new one), or load the engine with a larger "
+                "kv_budget_bytes.",
+            )
+        self._counters.add("admission", "admitted")
 
     def _final_cells(self, frame) -> dict:
         """The final value of each session cell the store keeps (its own name, or the phi that

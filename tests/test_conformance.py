@@ -47,6 +47,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "parity",
         "component_sessions",
         "sampling",
+        "kv_admission",
     } == {c.suite for c in cases}
 
 

@@ -23,6 +23,11 @@ judge a runtime on it. Suites:
 - ``component_sessions``: one run case per package, its requests run twice on one loaded
   package: the second pass creates no session (one per component, reused by every invocation
   and request); runtimes that report session counters and declare ``session_counters`` only;
+- ``kv_admission``: requests run on a package loaded with a KV byte budget (a ``load`` option,
+  for runtimes declaring ``kv_admission``; :mod:`.kv_admission`): a request over the budget
+  is refused (H113) publishing nothing, every other one gives its unbudgeted results (and the
+  formula's, where the package has one), and a refused session turn leaves the session as it
+  was; ``fail_closed/kv_admission/...`` holds the budgets refused at load (H114);
 - ``sampling``: a run case whose tokens the runtime draws itself (a bare decoder's sampled
   requests), judged by properties (:mod:`.sampling`): reproducible, within the filters, and
   distributed as the decoder's logits say. Its golden and parity cases compare exact draws, so
@@ -51,7 +56,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
 from ..protocol import Refused, Runtime, Unsupported
-from . import sampling
+from . import kv_admission, sampling
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
 from .run_cases import (
@@ -83,6 +88,7 @@ FAILURE_KINDS = {
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
 RUN_SUITES = (
     "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
+    "kv_admission",
 )  # fmt: skip
 
 
@@ -103,6 +109,7 @@ class Case:
     judge: Callable[[Runtime, Path], Outcome]
     rule: str | None = None  # the rule code a fail-closed case breaks
     run: RunCase | None = None  # the run case a run-suite or run-time fail-closed case runs
+    options: dict | None = None  # the load options it passes (kv_admission: kv_budget_bytes)
 
 
 def package_features(document: dict) -> tuple[str, ...]:
@@ -584,6 +591,113 @@ def sampling_cases(run: RunCase, case) -> list[Case]:
     return out
 
 
+# ------------------------------------------------------------------ KV admission
+
+
+def _load_budgeted(runtime: Runtime, root: Path, budget):
+    return runtime.load(str(root), options={kv_admission.OPTION: budget})
+
+
+def _judge_admission(case: kv_admission.AdmissionCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        codes = "rule_codes" in (runtime.describe().get("features") or ())
+        run = RunCase(case.id, case.package, case.requests)
+        handle = _load_budgeted(runtime, root, case.budget)
+        try:
+            budgeted = run_requests(runtime, handle, run)
+        finally:
+            runtime.close(handle)
+        fitting = [r for i, r in enumerate(case.requests) if i not in case.refused]
+        free = execute(runtime, RunCase(case.id, case.package, tuple(fitting)), root)
+        ran, wrong, admitted = [], [], []
+        for i, result in enumerate(budgeted):
+            if i in case.refused:
+                if not result.get("error"):
+                    published = ", ".join(sorted(result.get("outputs") or {})) or "nothing"
+                    ran.append(f"request {i} ran over the budget (published: {published})")
+                elif codes and "H113" not in refusal_codes(result["error"]):
+                    wrong.append(f"request {i} refused with {result['error']}, expected H113")
+            else:
+                admitted.append(result)
+        if ran or wrong:
+            return _verdict(ran + wrong, "", "not_refused" if ran else "wrong_code")
+        problems = [
+            f"admitted request {n}: {problem}"
+            for n, problem in enumerate(result_differences(free, admitted))
+        ]
+        if case.formula:
+            problems += goldens.differences(kv_admission.expected_results(case, fitting), admitted)
+        return _verdict(problems, "over-budget requests refused, nothing published; the others "
+                        "equal their unbudgeted runs")  # fmt: skip
+
+    return judge
+
+
+def _judge_budget_refused(budget):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            handle = _load_budgeted(runtime, root, budget)
+        except Refused as exc:
+            if "H114" in refusal_codes(exc.code):
+                return Outcome(True, f"refused at load [{exc.code}]")
+            message = exc.message.splitlines()[0] if exc.message else ""
+            return Outcome(False, f"refused at load [{exc.code}], not H114: {message}",
+                           "wrong_code")  # fmt: skip
+        runtime.close(handle)
+        return Outcome(False, f"loaded with kv_budget_bytes {budget!r} without refusal",
+                       "not_refused")  # fmt: skip
+
+    return judge
+
+
+def admission_catalogue() -> list[Case]:
+    cases = []
+    for case in kv_admission.CASES:
+        features = (*package_features(load_document(case.package)), "run", kv_admission.FEATURE)
+        cases.append(
+            Case(
+                f"kv_admission/{case.id}",
+                "kv_admission",
+                features,
+                f"refused (H113) where the KV exceeds the budget, publishing nothing; the "
+                f"others equal their unbudgeted runs ({case.notes})",
+                _copy_base(case.package),
+                _judge_admission(case),
+                "H113",
+                RunCase(case.id, case.package, case.requests, notes=case.notes),
+                {kv_admission.OPTION: case.budget},
+            )
+        )
+    base = kv_admission.UNBOUNDED_KV.base
+    budgets = [
+        (name, _copy_base(base), budget, f"kv_budget_bytes {budget!r}")
+        for name, budget in kv_admission.BAD_BUDGETS.items()
+    ]
+    budgets.append(
+        (
+            kv_admission.UNBOUNDED_KV.note,
+            kv_admission.UNBOUNDED_KV.materialise,
+            10**9,
+            f"a KV extent no input bounds ({kv_admission.UNBOUNDED_KV.describe()})",
+        )
+    )
+    features = (*package_features(load_document(base)), kv_admission.FEATURE, "rule_codes")
+    for name, build, budget, what in budgets:
+        cases.append(
+            Case(
+                f"fail_closed/kv_admission/{name}",
+                "fail_closed",
+                features,
+                f"refused at load (H114): {what}",
+                build,
+                _judge_budget_refused(budget),
+                "H114",
+                options={kv_admission.OPTION: budget},
+            )
+        )
+    return cases
+
+
 def catalogue() -> list[Case]:
     cases: list[Case] = []
     features = {base: package_features(load_document(base)) for base in BASES}
@@ -616,7 +730,7 @@ def catalogue() -> list[Case]:
                 rule=mutation.code,
             )
         )
-    return cases + run_catalogue()
+    return cases + run_catalogue() + admission_catalogue()
 
 
 def materialise(case_id: str, dest: Path) -> Path:

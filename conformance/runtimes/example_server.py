@@ -26,11 +26,12 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
             return runtime.describe()
         if method == "load":
             handle = f"h{next(numbers)}"
-            executor = params.get("executor")  # optional: one of describe's "executors"
-            if executor is None:
-                handles[handle] = runtime.load(params["package"])
-            else:
-                handles[handle] = runtime.load(params["package"], executor=executor)
+            extra = {}
+            if params.get("executor") is not None:  # optional: one of describe's "executors"
+                extra["executor"] = params["executor"]
+            if params.get("options") is not None:  # optional: {"kv_budget_bytes": N}
+                extra["options"] = params["options"]
+            handles[handle] = runtime.load(params["package"], **extra)
             return {"handle": handle}
         engine = handles[params["handle"]]
         if method == "run":

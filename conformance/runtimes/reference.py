@@ -56,13 +56,17 @@ class ReferenceRuntime:
             "executors": list(available_executors()),
         }
 
-    def load(self, package_dir: str, executor: str | None = None):
+    def load(self, package_dir: str, executor: str | None = None, options: dict | None = None):
+        """``options``: ``{"kv_budget_bytes": N}`` (the ``kv_admission`` feature)."""
         name, device = self.executor, self.device
         if executor is not None:
             name, _, device = executor.partition(":")
             device = device or "cpu"
+        budget = (options or {}).get("kv_budget_bytes")
         try:
-            return Engine.from_dir(package_dir, name, device, compiled=self.compiled)
+            return Engine.from_dir(
+                package_dir, name, device, compiled=self.compiled, kv_budget_bytes=budget
+            )
         except PackageError as exc:
             raise Refused("load", str(exc), ",".join(exc.codes)) from exc
         except (ReferenceRuntimeError, UsageError) as exc:

@@ -92,10 +92,12 @@ class SubprocessRuntime:
     def describe(self) -> dict:
         return {"protocol": self.protocol, **self._call("describe", {})}
 
-    def load(self, package_dir: str, executor: str | None = None):
+    def load(self, package_dir: str, executor: str | None = None, options: dict | None = None):
         params = {"package": str(package_dir)}
         if executor is not None:
             params["executor"] = executor
+        if options is not None:  # only for a runtime declaring kv_admission
+            params["options"] = options
         return self._call("load", params)["handle"]
 
     def run(self, handle, request: dict) -> dict:

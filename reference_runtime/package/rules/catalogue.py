@@ -1179,6 +1179,22 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "component uses; the component is refused when the engine loads it, listing each node.",
        "Run the package with `--executor ort`; the native executor never falls back.",
        phase="run", kind="unsupported"),
+    _r("H113", "kv-budget-exceeded",
+       "The engine has a KV budget (`kv_budget_bytes`) and the request's KV (the service-group "
+       "state cells at the request's rows and token positions: prompt, a session's stored "
+       "conversation, and the new-token bound) needs more bytes than it. Refused before any "
+       "component runs; a session stays as it was.",
+       "Shorten the prompt, lower max_new_tokens or send fewer rows (reset a long session), or "
+       "load the engine with a larger budget; the message gives the bytes needed and available.",
+       phase="run"),
+    _r("H114", "kv-budget-refused",
+       "`kv_budget_bytes` is not an integer >= 0, or the package's KV cannot be bounded before a "
+       "request runs (a service-group cell without a shape or a byte-sized dtype, a growing "
+       "axis no new-token bound or input `max` limits, a symbol no input binds), so no budget "
+       "can be enforced on it. Refused when the engine loads (or, where only an optional input "
+       "binds a cell's symbol, when a request leaves that input out).",
+       "Pass a whole number of bytes >= 0, or load the package without a budget.",
+       phase="run"),
 )  # fmt: skip
 
 # ---------------------------------------------------------------------- upstream crosswalk
