@@ -535,7 +535,8 @@ def _report(exc: ReferenceRuntimeError, as_json: bool) -> None:
             lines.append(f"        {v.message}")
             lines.append(f"        fix: {v.hint}")
     else:
-        code = "" if isinstance(exc, UsageError) else f" [{exc.code}]"
+        # a usage mistake shows a code only when a rule names it (e.g. an unusable KV budget)
+        code = f" [{exc.code}]" if exc.code in RULES or not isinstance(exc, UsageError) else ""
         lines = [f"error{code}: {exc.message}"]
         if exc.location:
             lines.append(f"  at: {exc.location}")
