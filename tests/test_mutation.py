@@ -1,7 +1,7 @@
 """The suite has teeth: mutants of the reference runtime (tools/mutation.py, from outside the
 runtime) must fail certification.
 
-The CI sample (tools/mutation_floor.yaml: a seeded sample of generated mutants, plus every
+The CI sample (tools/mutation_floor.yaml: generated mutants pinned by id, plus every
 hand-written one) is certified here, and its kill rate must not fall below the committed floor;
 ``python tools/mutation.py`` runs the whole set and writes the report."""
 
@@ -171,8 +171,8 @@ def test_the_ci_sample_kill_rate_holds_the_floor(tmp_path):
         f"kill rate {report['kill_rate']} below the floor {floor['floor']}; survivors: {survivors}"
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert report["sample"] == floor["sample"] and report["seed"] == floor["seed"]
     by_id = {m["id"]: m for m in report["mutants"]}
+    assert set(floor["mutants"]) <= set(by_id)  # the pinned sample, whatever else the code has
     for fault in mutation.HAND_WRITTEN:
         got = by_id[f"hand:{fault.name}"]
         assert (got["status"], got["case"]) == ("killed", fault.caught_by[1]), got

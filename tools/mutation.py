@@ -56,7 +56,8 @@ kill rate is (killed + timeout) / (all - equivalent).
 
 ``--sample N --seed S`` certifies N generated mutants chosen by hashing their ids with the seed
 (a change elsewhere leaves the choice of the others alone), and every hand-written one.
-``--floor`` runs the CI sample of ``tools/mutation_floor.yaml`` and fails when its kill rate is
+``--floor`` runs the CI sample pinned in ``tools/mutation_floor.yaml`` (every hand-written
+mutant and the generated ones it lists by id) and fails when its kill rate is
 below the committed floor (which may only rise). ``--list`` prints the mutants without running
 them. Mutants run hand-written first, then in the order of the hash of (seed, id), so an
 interrupted run (Ctrl-C, SIGTERM), which reports the mutants it certified, has a sample spread
@@ -1057,15 +1058,16 @@ def read_floor() -> dict:
         data = yaml.safe_load(FLOOR_FILE.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise MutationError(f"{FLOOR_FILE.name}: {exc}") from None
-    keys = {"floor": float, "sample": int, "seed": int, "max_cases": int, "coverage": bool}
+    keys = {"floor": float, "mutants": list, "max_cases": int, "coverage": bool}
     if (
         not isinstance(data, dict)
         or set(data) != set(keys)
         or not all(isinstance(data[k], t) for k, t in keys.items())
+        or not all(isinstance(i, str) for i in data["mutants"])
     ):
         raise MutationError(
-            f"{FLOOR_FILE.name}: give exactly floor (a rate), sample, seed, max_cases (integers) "
-            "and coverage (true or false)"
+            f"{FLOOR_FILE.name}: give exactly floor (a rate), mutants (a list of mutant ids), "
+            "max_cases (an integer) and coverage (true or false)"
         )
     return data
 
@@ -1120,7 +1122,7 @@ def _main(args) -> int:
         raise MutationError(f"{PACKAGE} is already imported: run the tool in its own process")
     floor = read_floor() if args.floor else None
     if floor:
-        args.sample, args.seed = floor["sample"], floor["seed"]
+        args.sample = None
         args.max_cases, args.coverage = floor["max_cases"], floor["coverage"]
     targets = tuple(args.target or DEFAULT_TARGETS)
     operators = tuple(args.operator or OPERATORS)
@@ -1130,6 +1132,15 @@ def _main(args) -> int:
     everything = generate(package_dir, targets, operators, args.hand != "none")
     equivalent = read_equivalent(EQUIVALENT_FILE)
     mutants = sample(everything, args.sample, args.seed)
+    if floor:
+        missing = sorted(set(floor["mutants"]) - {m.id for m in everything})
+        if missing:
+            raise MutationError(
+                f"{FLOOR_FILE.name} names {missing[0]!r}, which the code no longer has: draw a "
+                "replacement with --sample N --seed S --list and pin it there"
+            )
+        pinned = set(floor["mutants"])
+        mutants = [m for m in everything if m.id in pinned or m.operator == "hand_written"]
     if args.mutant:
         unknown = sorted(set(args.mutant) - {m.id for m in everything})
         if unknown:
