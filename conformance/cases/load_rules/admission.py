@@ -28,14 +28,15 @@ def _without(caps: list[str], cap: str) -> list[str]:
     return [c for c in caps if c != cap]
 
 
-def _projector_with_escaping_data() -> bytes:
-    """The lora package's projector graph, its initializer stored outside the package."""
+def projector_graph(external: dict[str, str]) -> bytes:
+    """The lora package's projector graph, its initializer's data (16 bytes) stored externally
+    as the ``external`` entries (location, offset, length) describe."""
     features = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 2])
                 for n in ("activations", "projected")]  # fmt: skip
     projection = helper.make_tensor("projection", TensorProto.FLOAT, [2, 2], [1.0, 0.0, 0.0, 1.0])
     projection.ClearField("float_data")
     projection.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", "../projector.onnx.data"), ("offset", "0"), ("length", "16")):
+    for key, value in external.items():
         entry = projection.external_data.add()
         entry.key, entry.value = key, value
     graph = helper.make_graph(
@@ -49,7 +50,10 @@ def _projector_with_escaping_data() -> bytes:
     return model.SerializeToString()
 
 
-ESCAPING_PROJECTOR = _projector_with_escaping_data()
+# The projector with its initializer stored outside the package.
+ESCAPING_PROJECTOR = projector_graph(
+    {"location": "../projector.onnx.data", "offset": "0", "length": "16"}
+)
 assert onnx.load_from_string(ESCAPING_PROJECTOR).graph.initializer[0].external_data
 
 IMAGE_TRANSFORMS = ("preprocessing", "image", "transforms")

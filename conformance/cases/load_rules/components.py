@@ -4,9 +4,9 @@ effects. Mirrors ``reference_runtime/package/rules/components.py``."""
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, helper
 
 from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, WriteFile
+from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
 LOOP = ("pipeline", "workflow", "steps", 0)  # the lowered decode loop
@@ -35,29 +35,6 @@ _NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
 )
 _UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
 _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
-
-
-def _projector(external: dict[str, str]) -> bytes:
-    """The lora package's projector graph, its initializer's data in projector.onnx.data
-    (16 bytes) described by the ``external`` entries."""
-    features = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 2])
-                for n in ("activations", "projected")]  # fmt: skip
-    projection = helper.make_tensor("projection", TensorProto.FLOAT, [2, 2], [1.0, 0.0, 0.0, 1.0])
-    projection.ClearField("float_data")
-    projection.data_location = TensorProto.EXTERNAL
-    for key, value in external.items():
-        entry = projection.external_data.add()
-        entry.key, entry.value = key, value
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["activations"], ["projected"], name="copy_projected")],
-        "projector",
-        [features[0]],
-        [features[1]],
-        initializer=[projection],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    return model.SerializeToString()
-
 
 _DATA = "projector.onnx.data"
 _SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
