@@ -86,7 +86,8 @@ def save_graph(path: Path, model: onnx.ModelProto) -> None:
 # ------------------------------------------------------------------ document structure
 
 
-def _paths(doc) -> list[tuple]:
+def paths(doc) -> list[tuple]:
+    """Every path in the document (root excluded), depth first."""
     out: list[tuple] = []
     stack: list[tuple[tuple, object]] = [((), doc)]
     while stack:
@@ -94,13 +95,13 @@ def _paths(doc) -> list[tuple]:
         if path:
             out.append(path)
         if isinstance(node, dict):
-            stack.extend(((*path, k), v) for k, v in node.items())
+            stack.extend(((*path, k), v) for k, v in reversed(node.items()))
         elif isinstance(node, list):
-            stack.extend(((*path, i), v) for i, v in enumerate(node))
-    return sorted(out, key=repr)
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
+    return out
 
 
-def _get(doc, path):
+def get(doc, path):
     for part in path:
         doc = doc[part]
     return doc
@@ -113,11 +114,11 @@ def mutate_structure(root: Path, rng: random.Random) -> str:
     doc = _load_doc(path)
     done = []
     for _ in range(rng.randint(1, 4)):
-        paths = _paths(doc)
-        if not paths:
+        candidates = sorted(paths(doc), key=repr)
+        if not candidates:
             break
-        where = rng.choice(paths)
-        parent = _get(doc, where[:-1])
+        where = rng.choice(candidates)
+        parent = get(doc, where[:-1])
         key = where[-1]
         op = rng.choice(
             ("drop", "wrong_type", "hostile_path", "rename", "duplicate", "kind", "swap")
@@ -139,9 +140,9 @@ def mutate_structure(root: Path, rng: random.Random) -> str:
         elif op == "kind":
             parent[key] = rng.choice(STEP_KINDS)
         else:  # swap: another value of the document in this place
-            other = rng.choice(paths)
+            other = rng.choice(candidates)
             if other[: len(where)] != where:
-                parent[key] = json.loads(json.dumps(_get(doc, other)))
+                parent[key] = json.loads(json.dumps(get(doc, other)))
         done.append(f"{op} {'.'.join(map(str, where))[:60]}")
     _dump_doc(path, doc)
     return f"structure of {path.name}: " + "; ".join(done)

@@ -93,29 +93,8 @@ def check(root: Path) -> None:
 # ------------------------------------------------------------------ mutations of valid packages
 
 
-def _nodes(doc) -> list[tuple]:
-    """Every path in the document (root excluded), depth first."""
-    out: list[tuple] = []
-    stack: list[tuple[tuple, object]] = [((), doc)]
-    while stack:
-        path, node = stack.pop()
-        if path:
-            out.append(path)
-        if isinstance(node, dict):
-            stack.extend(((*path, k), v) for k, v in reversed(node.items()))
-        elif isinstance(node, list):
-            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
-    return out
-
-
-def _get(doc, path):
-    for part in path:
-        doc = doc[part]
-    return doc
-
-
 def _set(doc, path, value) -> None:
-    _get(doc, path[:-1])[path[-1]] = value
+    hostile.get(doc, path[:-1])[path[-1]] = value
 
 
 def mutate(data, base_doc: dict) -> dict:
@@ -123,15 +102,15 @@ def mutate(data, base_doc: dict) -> dict:
     separately, so a failure prints the mutations (not the whole document)."""
     doc = copy.deepcopy(base_doc)
     for _ in range(data.draw(st.integers(1, 4), label="mutations")):
-        paths = _nodes(doc)
+        paths = hostile.paths(doc)
         if not paths:
             break
-        strings = [p for p in paths if isinstance(_get(doc, p), str)]
+        strings = [p for p in paths if isinstance(hostile.get(doc, p), str)]
         keyed = [p for p in paths if isinstance(p[-1], str)]
-        lists = [p for p in paths if isinstance(_get(doc, p), list) and _get(doc, p)]
+        lists = [p for p in paths if isinstance(hostile.get(doc, p), list) and hostile.get(doc, p)]
         kinds = [p for p in strings if p[-1] == "kind"]
         files = [p for p in strings if p[-1] in PATH_KEYS]
-        names = sorted({s for p in strings if (s := _get(doc, p))} | {p[-1] for p in keyed})
+        names = sorted({s for p in strings if (s := hostile.get(doc, p))} | {p[-1] for p in keyed})
         candidates = {
             "drop": paths,
             "wrong_type": paths,
@@ -145,7 +124,7 @@ def mutate(data, base_doc: dict) -> dict:
         }
         op = data.draw(st.sampled_from([op for op, where in candidates.items() if where]))
         path = data.draw(st.sampled_from(candidates[op]), label=op)
-        parent = _get(doc, path[:-1])
+        parent = hostile.get(doc, path[:-1])
         if op == "drop":
             del parent[path[-1]]
         elif op == "wrong_type":
@@ -161,7 +140,7 @@ def mutate(data, base_doc: dict) -> dict:
         elif op == "other_name":
             parent[path[-1]] = data.draw(st.sampled_from(names), label="value")
         elif op == "duplicate":
-            items = _get(doc, path)
+            items = hostile.get(doc, path)
             index = data.draw(st.integers(0, len(items) - 1), label="index")
             items.insert(index, copy.deepcopy(items[index]))
         elif op == "swap_kind":
