@@ -283,8 +283,8 @@ WRITTEN = ("package", "case.json", "requests", "requests.json", "expected.json",
 # Runs a shown case's requests exactly (sessions and sampling included) through the reference
 # runtime's API; reproduce.sh holds the closest command lines.
 REPRODUCE_PY = '''"""Runs the requests of requests.json through the reference runtime, as certification does
-(one session for the requests whose session_id is "new" / "same"), and prints each result or
-refusal; compare with expected.json."""
+(one session for the requests whose session_id is "new" / "same"; a session_action resets or
+closes it), and prints each result or refusal; compare with expected.json."""
 
 import json
 import sys
@@ -307,7 +307,12 @@ for i, request in enumerate(json.loads((here / "requests.json").read_text())):
         session = sid = engine.create_session()
     elif sid == "same":
         sid = session
+    action = request.get("session_action")
     try:
+        if action is not None:  # "reset" or "close": not a run
+            getattr(engine, f"{action}_session")(sid)
+            print(f"request {i}: session {action}")
+            continue
         result = engine.run(
             prompt=request.get("prompt"), inputs=inputs,
             max_new_tokens=request.get("max_new_tokens"), seed=request.get("seed"),
@@ -413,6 +418,9 @@ def _request_json(request: dict, folder: Path) -> dict:
 
 
 def _run_command(request: dict, index: int) -> str:
+    if request.get("session_action") is not None:
+        return (f"# request {index} {request['session_action']}s the session: "
+                "reproduce.py runs it exactly")  # fmt: skip
     parts = ["reference-runtime run package"]
     prompt = request.get("prompt")
     if prompt is not None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conformance.cases.run_cases import SESSION_ACTIONS
 from conformance.protocol import Refused
 from conformance.runtimes.reference import ReferenceRuntime
 from fixtures import package_path
@@ -43,15 +44,21 @@ def engine_for(package: str, executor: str) -> Engine:
 
 def run_request(engine: Engine, request: dict, session: dict) -> dict:
     """One request under the run-case conventions: ``session_id: "new"`` opens a session kept
-    in ``session`` for later ``"same"`` requests; a refusal is ``{"error": code}``."""
+    in ``session`` for later ``"same"`` requests; a ``session_action`` resets or closes it; a
+    refusal is ``{"error": code}``."""
     sid = request.get("session_id")
     if sid == "new":
         session["id"] = engine.create_session()
         sid = session["id"]
     elif sid == "same":
         sid = session["id"]
-    try:  # the conformance suite's in-process adapter, on this shared engine
-        return ReferenceRuntime().run(engine, {**request, "session_id": sid})
+    runtime = ReferenceRuntime()  # the conformance suite's in-process adapter
+    action = request.get("session_action")
+    try:
+        if action is not None:  # reset or close the session: not a run
+            getattr(runtime, SESSION_ACTIONS[action])(engine, sid)
+            return {}
+        return runtime.run(engine, {**request, "session_id": sid})
     except Refused as exc:
         return {"error": exc.code, "message": exc.message}
 

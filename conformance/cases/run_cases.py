@@ -1,7 +1,9 @@
 """Running a :class:`fixtures.generators.cases.RunCase` against any runtime.
 
 Conventions of run-case requests: ``session_id: "new"`` opens a fresh session for the case and
-``"same"`` reuses it; a refusal becomes ``{"error": code}``.
+``"same"`` reuses it; a refusal becomes ``{"error": code}``. A request ``{"session_action":
+"reset" | "close", "session_id": ...}`` is not a run: it resets or closes that session
+(``reset_session`` / ``close_session``), and its result is ``{}`` (or the refusal).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from .. import goldens
 from ..goldens import encode_result
 from ..package_reader import RequestAxes, read_document, request_axes
 from ..protocol import Refused
+
+# A run-case request's ``session_action`` -> the protocol method it calls.
+SESSION_ACTIONS = {"reset": "reset_session", "close": "close_session"}
 
 
 def execute(runtime, case: RunCase, root=None, executor: str | None = None) -> list[dict]:
@@ -42,8 +47,13 @@ def run_requests(runtime, handle, case: RunCase) -> list[dict]:
             request["session_id"] = session
         elif request.get("session_id") == "same":
             request["session_id"] = session
+        action = request.get("session_action")
         try:
-            results.append(runtime.run(handle, request))
+            if action is None:
+                results.append(runtime.run(handle, request))
+            else:
+                getattr(runtime, SESSION_ACTIONS[action])(handle, request["session_id"])
+                results.append({})
         except Refused as exc:
             results.append({"error": exc.code})
     return results

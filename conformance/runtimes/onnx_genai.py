@@ -201,7 +201,8 @@ class TextEngineRuntime:
 
     def close_session(self, handle: Handle, sid: str) -> None:
         with handle.lock:
-            handle.sessions.pop(sid, None)
+            if handle.sessions.pop(sid, None) is None:
+                raise Refused("run", f"no session {sid!r} is open")
 
     def close(self, handle: Handle) -> None:
         with handle.lock:

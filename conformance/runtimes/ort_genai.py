@@ -241,8 +241,9 @@ class OrtGenaiRuntime:
     def close_session(self, handle: Handle, sid: str) -> None:
         with handle.lock:
             request = handle.sessions.pop(sid, None)
-        if request is not None:
-            request.close()
+        if request is None:
+            raise Refused("run", f"no session {sid!r} is open")
+        request.close()
 
     def close(self, handle: Handle) -> None:
         with handle.lock:

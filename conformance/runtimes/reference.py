@@ -7,6 +7,7 @@ or CuPy with a visible GPU is available. ``load(package, executor=...)`` takes o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import onnx
@@ -34,6 +35,15 @@ def available_executors() -> tuple[str, ...]:
     else:
         found.append("native:cuda")
     return tuple(found)
+
+
+@contextlib.contextmanager
+def _refused(stage: str):
+    """The runtime's coded errors as the protocol's refusals."""
+    try:
+        yield
+    except ReferenceRuntimeError as exc:
+        raise Refused(stage, exc.message, exc.code) from exc
 
 
 class ReferenceRuntime:
@@ -94,13 +104,16 @@ class ReferenceRuntime:
         }
 
     def create_session(self, handle: Engine) -> str:
-        return handle.create_session()
+        with _refused("run"):
+            return handle.create_session()
 
     def reset_session(self, handle: Engine, sid: str) -> None:
-        handle.reset_session(sid)
+        with _refused("run"):
+            handle.reset_session(sid)
 
     def close_session(self, handle: Engine, sid: str) -> None:
-        handle.close_session(sid)
+        with _refused("run"):
+            handle.close_session(sid)
 
     def close(self, handle) -> None:
         return None
