@@ -1,0 +1,144 @@
+"""``onnx-genai.speculative-block@1``: greedy speculative decoding equals plain greedy decoding of
+the target, token for token, for every proposal width and proposal execution, on both
+executors; the counters show that proposals were accepted, rejected and rolled back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures import package_path
+from fixtures.generators.common import write_package
+from fixtures.generators.speculative_block import PROMPTS, WIDTH, build, greedy
+from reference_runtime import Engine
+from reference_runtime.errors import RunError
+
+MODES = ("block", "chained", "folded")
+EXECUTORS = ("ort", "native")
+SPECULATIVE = "onnx-genai.speculative-block"
+
+
+@pytest.fixture(scope="module")
+def engines():
+    cache = {}
+
+    def get(name, executor):
+        if (name, executor) not in cache:
+            cache[name, executor] = Engine.from_dir(package_path(name), executor=executor)
+        return cache[name, executor]
+
+    return get
+
+
+def _width(width: int) -> dict:
+    return {"request.proposal_width": np.array([width], dtype=np.int64)}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("width", range(1, WIDTH + 1))
+def test_greedy_speculation_equals_plain_greedy(engines, mode, executor, width):
+    plain = engines("speculative_target", executor).run(prompt=PROMPTS, max_new_tokens=16)
+    engine = engines(f"speculative_{mode}", executor)
+    before = engine.counters["speculative"]
+    result = engine.run(prompt=PROMPTS, max_new_tokens=16, inputs=_width(width))
+    after = engine.counters["speculative"]
+    assert result.tokens == plain.tokens
+    assert result.finish_reasons == plain.finish_reasons
+    assert plain.tokens == [greedy(p, 16)[0] for p in PROMPTS]  # the formula, too
+    done = {key: after[key] - before[key] for key in after}
+    assert done["steps"] > 0
+    # every active row proposes ``width`` tokens per step
+    assert done["proposed"] % width == 0 and done["proposed"] >= width * done["steps"]
+    assert done["committed"] == sum(len(row) for row in result.tokens)
+    if width > 1 or mode == "block":
+        assert 0 < done["accepted"] < done["proposed"], done  # accepted and rejected
+    assert done["rollbacks"] > 0, done
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_counters_account_for_every_call(engines, mode):
+    engine = engines(f"speculative_{mode}", "ort")
+    before = engine.counters
+    engine.run(prompt=[[3, 7, 2]], max_new_tokens=12, inputs=_width(3))
+    after = engine.counters
+    spec = {k: after["speculative"][k] - before["speculative"][k] for k in after["speculative"]}
+    calls = {
+        name: after["invocations"][name][executor] - before["invocations"][name].get(executor, 0)
+        for name, executor in (("target", "ort"), ("draft", "ort"), ("speculate", "contract"))
+    }
+    contract = after["contract_executions"][SPECULATIVE] - before["contract_executions"].get(
+        SPECULATIVE, 0
+    )
+    assert calls["speculate"] == contract == spec["steps"] + 1  # the prefill, then each step
+    assert calls["target"] == spec["steps"] + 1  # one verification per step
+    assert spec["proposed"] == 3 * spec["steps"]  # one row, width 3
+    if mode == "block":
+        assert calls["draft"] == spec["proposer_calls"] == spec["steps"]  # one block per step
+    elif mode == "folded":
+        assert calls["draft"] == spec["proposer_calls"] == 3 * spec["steps"]  # one per token
+    else:  # the recurrent cell reads the prompt first: one call per prompt token
+        assert calls["draft"] == spec["proposer_calls"] == 3 * spec["steps"] + 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_draft_that_always_agrees_never_rolls_back_a_block(mode, tmp_path):
+    root = tmp_path / mode
+    write_package(build(mode, disagree=0.0), root)
+    engine = Engine.from_dir(root)
+    result = engine.run(prompt=PROMPTS, max_new_tokens=16, inputs=_width(WIDTH))
+    assert result.tokens == [greedy(p, 16)[0] for p in PROMPTS]
+    spec = engine.counters["speculative"]
+    assert spec["accepted"] == spec["proposed"] > 0
+    if mode == "block":
+        assert spec["rollbacks"] == 0
+    else:  # a chained proposal accepts at most width - 1: every row's step truncates one slot
+        assert spec["rollbacks"] == spec["proposed"] // WIDTH
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_draft_that_always_disagrees_still_decodes_the_target(mode, tmp_path):
+    root = tmp_path / mode
+    write_package(build(mode, disagree=1.0), root)
+    engine = Engine.from_dir(root, executor="native")
+    result = engine.run(prompt=PROMPTS, max_new_tokens=16, inputs=_width(2))
+    assert result.tokens == [greedy(p, 16)[0] for p in PROMPTS]
+    spec = engine.counters["speculative"]
+    assert spec["accepted"] < spec["proposed"] / 4
+    assert spec["rollbacks"] > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rows_equal_their_solo_runs(engines, mode):
+    engine = engines(f"speculative_{mode}", "ort")
+    batched = engine.run(prompt=PROMPTS, max_new_tokens=12, inputs=_width(3))
+    for i, prompt in enumerate(PROMPTS):
+        solo = engine.run(prompt=[prompt], max_new_tokens=12, inputs=_width(3))
+        assert solo.tokens == [batched.tokens[i]]
+        assert solo.finish_reasons == [batched.finish_reasons[i]]
+
+
+@pytest.mark.parametrize("width", [0, WIDTH + 1, -1])
+def test_a_width_outside_the_bound_is_refused(engines, width):
+    engine = engines("speculative_block", "ort")
+    with pytest.raises(RunError) as refused:
+        engine.run(prompt=[[3, 7, 2]], max_new_tokens=4, inputs=_width(width))
+    assert refused.value.code == "F118"
+    assert "max_proposal_width" in refused.value.message
+
+
+def test_stop_on_eos_off_runs_to_the_bound(engines):
+    prompt = [[5, 8]]
+    for mode in MODES:
+        result = engines(f"speculative_{mode}", "ort").run(
+            prompt=prompt, max_new_tokens=20, stop_on_eos=False
+        )
+        assert result.tokens == [greedy(prompt[0], 20, stop_on_eos=False)[0]]
+        assert result.finish_reasons == ["length"]
+
+
+def test_zero_new_tokens(engines):
+    result = engines("speculative_block", "ort").run(prompt=[[3, 7, 2]], max_new_tokens=0)
+    plain = engines("speculative_target", "ort").run(prompt=[[3, 7, 2]], max_new_tokens=0)
+    assert result.tokens == plain.tokens == [[]]
+    assert result.finish_reasons == plain.finish_reasons
