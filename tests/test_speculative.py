@@ -4,6 +4,8 @@ executors; the counters show that proposals were accepted, rejected and rolled b
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,28 @@ def test_zero_new_tokens(engines):
     plain = engines("speculative_target", "ort").run(prompt=[[3, 7, 2]], max_new_tokens=0)
     assert result.tokens == plain.tokens == [[]]
     assert result.finish_reasons == plain.finish_reasons
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_command_line_runs_speculation(executor, capsys):
+    from reference_runtime.cli import main
+
+    args = ["run", str(package_path("speculative_chained")), "--tokens", "[[3, 7, 2]]",
+            "--max-new-tokens", "10", "--input", "proposal_width=[2]",
+            "--executor", executor, "--json"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tokens"] == [greedy([3, 7, 2], 10)[0]]
+    assert report["counters"]["speculative"]["rollbacks"] > 0
+    assert report["counters"]["contract_executions"][SPECULATIVE] > 0
+    assert set(report["counters"]["invocations"]["target"]) == {executor}
+
+
+def test_the_command_line_refuses_a_width_outside_the_bound(capsys):
+    from reference_runtime.cli import main
+
+    args = ["run", str(package_path("speculative_block")), "--tokens", "[[3, 7, 2]]",
+            "--input", "proposal_width=[9]"]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "F118" in err and "Traceback" not in err

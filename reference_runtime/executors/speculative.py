@@ -112,6 +112,20 @@ class SpeculativeBlock(Session):
         present = {c.cell: results[c.model_output] for c in cells}
         return results, present, mask
 
+    def _shaped(self, value, leading: tuple, role: str, port: str) -> np.ndarray:
+        """A model output read on the host, checked to lead with ``leading`` (rank 3)."""
+        value = np.asarray(to_host(value, self.counters))
+        if value.ndim != 3 or value.shape[:2] != tuple(leading):
+            name = self.plan.target if role == "target" else self.plan.proposer
+            raise RunError(
+                "C86",
+                f"component {self.component!r}: {name!r} returned {port!r} of shape "
+                f"{list(value.shape)}, not [{leading[0]}, {leading[1]}, ...] (one entry per row "
+                "and position it read)",
+                hint="The target returns its outputs at every position of its input.",
+            )
+        return value
+
     def _empty(self, cell: str, batch: int):
         dims, dtype = self.templates[cell]
         shape = [batch if i == 0 else 0 if d is None else d for i, d in enumerate(dims)]
@@ -128,6 +142,15 @@ class SpeculativeBlock(Session):
         embedded = self.table[tokens]  # [batch, width]
         if carry is None:
             return embedded.astype(self.table.dtype)
+        carry = np.asarray(to_host(carry, self.counters))
+        if carry.shape != (len(tokens), self.carry_width):
+            raise RunError(
+                "C86",
+                f"component {self.component!r}: the folded carry has shape {list(carry.shape)}, "
+                f"not [{len(tokens)}, {self.carry_width}] (the proposer's "
+                f"{self.plan.chained.token_embedding_input!r} width less the embedding's)",
+                hint="The seed, the carry output and the fused input must agree in width.",
+            )
         return np.concatenate([embedded, np.asarray(carry, dtype=self.table.dtype)], axis=1)
 
     def _chained_call(self, tokens, carry, recurrent: dict):
@@ -145,8 +168,14 @@ class SpeculativeBlock(Session):
         results = session.run(feed, outputs)
         self.counters.invoked(name, session.executor)
         self.counters.add("speculative", "proposer_calls")
-        logits = to_host(results[chained.logits_output], self.counters)
-        logits = np.asarray(logits).reshape(len(tokens), -1)
+        logits = np.asarray(to_host(results[chained.logits_output], self.counters))
+        if logits.ndim != 2 or logits.shape[0] != len(tokens):
+            raise RunError(
+                "C86",
+                f"component {self.component!r}: the proposer's {chained.logits_output!r} has "
+                f"shape {list(logits.shape)}, not [batch {len(tokens)}, vocab]",
+                hint="A chained proposer returns one distribution per call.",
+            )
         following = {c.cell: results[c.model_output] for c in cells}
         carry_out = results.get(chained.folded_carry_output) if carry is not None else None
         return logits, following, carry_out
@@ -205,8 +234,8 @@ class SpeculativeBlock(Session):
         empty_mask = np.zeros((batch, 0), dtype=np.int64)
         results, present, target_mask = self._forward("target", prompts, empty_mask, state, wanted)
         state.update(present)
-        logits = to_host(results[wanted[0]], self.counters)
-        choices = np.argmax(np.asarray(logits)[:, -1, :], axis=-1)
+        logits = self._shaped(results[wanted[0]], (batch, max(lengths)), "target", wanted[0])
+        choices = np.argmax(logits[:, -1, :], axis=-1)
         committed, finish, active = [], np.zeros(batch, dtype=np.int64), np.ones(batch, bool)
         generated = np.zeros(batch, dtype=np.int64)
         for r in range(batch):
@@ -220,7 +249,7 @@ class SpeculativeBlock(Session):
         out = {"target_mask": target_mask, "capacity": np.array([bound], dtype=np.int64)}
         carry = None
         if seed:
-            hidden = np.asarray(to_host(results[seed], self.counters))
+            hidden = self._shaped(results[seed], (batch, max(lengths)), "target", seed)
             carry = hidden[:, -1].reshape(batch, -1)
             out["carry"] = carry
         if chained is None:
@@ -230,7 +259,7 @@ class SpeculativeBlock(Session):
             pending = [c[-1:] or p[-1:] for p, c in zip(prompts, committed, strict=True)]
             if self._cells("proposer"):
                 hidden = np.asarray(to_host(results[seed], self.counters)) if seed else None
-                self._catch_up(prompts, state, hidden, step)
+                self._catch_up(prompts, state, hidden, max(len(p) for p in prompts))
         self._finish(out, state, committed, pending, active, generated, finish, width=1)
         return out
 
@@ -254,6 +283,20 @@ class SpeculativeBlock(Session):
                 state[c.cell] = _select_rows(rows, following[c.cell], state[c.cell])
 
     def _step(self, inputs, stop):
+        needed = ["pending", "pending_lengths", "target_mask", "active", "generated",
+                  "proposal_width", *(c.own_input for c in self.plan.cells)]  # fmt: skip
+        if self.plan.chained is None:
+            needed.append("proposer_mask")
+        elif self.plan.chained.folded_carry_output is not None:
+            needed.append("carry")
+        missing = [port for port in needed if inputs.get(port) is None]
+        if missing:
+            raise RunError(
+                "H84",
+                f"component {self.component!r}: a speculative step (a call without 'tokens') "
+                f"needs input port(s) {', '.join(map(repr, missing))}",
+                hint="Bind what the previous call returned (docs/speculative.md lists the ports).",
+            )
         active = np.asarray(inputs["active"], dtype=bool).reshape(-1).copy()
         batch = active.shape[0]
         generated = np.asarray(inputs["generated"], dtype=np.int64).reshape(-1).copy()
@@ -289,7 +332,7 @@ class SpeculativeBlock(Session):
         results, present, full_mask = self._forward(
             "target", chunks, target_mask, target_state, wanted
         )
-        logits = np.asarray(to_host(results[wanted[0]], self.counters))
+        logits = self._shaped(results[wanted[0]], (batch, width + 1), "target", wanted[0])
         choices = np.argmax(logits, axis=-1)  # [batch, width + 1]
         # 3-4. accept, correct, commit
         past = target_mask.shape[1]
@@ -334,7 +377,7 @@ class SpeculativeBlock(Session):
                 ]
                 state[c.cell] = np.stack([np.asarray(to_host(v)) for v in chosen])
             if seed:
-                hidden = np.asarray(to_host(results[seed], self.counters))
+                hidden = self._shaped(results[seed], (batch, width + 1), "target", seed)
                 carry = np.asarray(inputs["carry"]).copy()
                 for r in np.flatnonzero(was_active):
                     carry[r] = hidden[r, accepted_at[r]].reshape(-1)
@@ -360,8 +403,15 @@ class SpeculativeBlock(Session):
         self.counters.add("speculative", "proposer_calls")
         state.update(present)
         out["proposer_mask"] = mask
-        block = np.asarray(to_host(results[key], self.counters)).astype(np.int64)
-        block = block.reshape(len(pending), -1)
+        block = np.asarray(to_host(results[key], self.counters))
+        if block.ndim != 2 or block.shape[0] != len(pending) or block.dtype.kind not in "iu":
+            raise RunError(
+                "C86",
+                f"component {self.component!r}: the proposer's {key!r} is {block.dtype} of shape "
+                f"{list(block.shape)}, not integer token ids [batch, width]",
+                hint="The block proposer's output must hold the proposed token ids.",
+            )
+        block = block.astype(np.int64)
         if block.shape[1] < width:
             raise RunError(
                 "F118",
