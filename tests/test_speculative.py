@@ -169,3 +169,44 @@ def test_the_command_line_refuses_a_width_outside_the_bound(capsys):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "F118" in err and "Traceback" not in err
+
+
+def test_rollback_truncates_the_target_cache_along_its_sequence_axis():
+    """One prefill and one step of the contract's session, read directly: the target's cache
+    keeps exactly the committed tokens but the last (along axis 2, its group's sequence_axis),
+    the widest row sets the extent and the other rows' extra slots are masked out."""
+    from reference_runtime.counters import Counters
+    from reference_runtime.executors import load_sessions
+    from reference_runtime.package import load_package
+
+    package = load_package(package_path("speculative_block"))
+    counters = Counters()
+    session = load_sessions(package, "ort", "cpu", counters)["speculate"]
+    prompts = np.array([[3, 7, 2], [4, 11, 6], [9, 9, 1]], dtype=np.int64)
+    common = {"max_new_tokens": np.array([32])}  # no end ids: every row goes on
+    ports = ["tokens", "accepted_len", "pending", "pending_lengths", "target_mask",
+             "proposer_mask", "next_active", "generated", "finish_reason", "target_present",
+             "proposer_present"]  # fmt: skip
+    first = session.run({"tokens": prompts, **common}, ports)
+    assert (
+        first["target_present"].shape == (3, 1, 3, 1) and first["accepted_len"].tolist() == [1] * 3
+    )
+    step = session.run(
+        {**common, "proposal_width": np.array([WIDTH]), "active": first["next_active"],
+         "generated": first["generated"], "finish_reason": first["finish_reason"],
+         "pending": first["pending"], "pending_lengths": first["pending_lengths"],
+         "target_mask": first["target_mask"], "proposer_mask": first["proposer_mask"],
+         "target_past": first["target_present"], "proposer_past": first["proposer_present"]},
+        ports,
+    )  # fmt: skip
+    committed = step["accepted_len"]
+    assert (committed >= 1).all() and (committed <= WIDTH + 1).all()
+    assert len(set(committed.tolist())) > 1  # rows accepted differently
+    assert step["target_present"].shape == (3, 1, 3 + int(committed.max()), 1)
+    assert step["target_mask"].sum(axis=1).tolist() == (3 + committed).tolist()
+    for r, n in enumerate(committed.tolist()):  # the masked slots are the row's last ones
+        assert step["target_mask"][r].tolist() == [1] * (3 + n) + [0] * int(committed.max() - n)
+    assert counters.snapshot()["speculative"]["rollbacks"] == int((committed < WIDTH + 1).sum())
+    full = [greedy(p, 32, stop_on_eos=False)[0] for p in prompts.tolist()]
+    for r, n in enumerate(committed.tolist()):
+        assert step["tokens"][r, :n].tolist() == full[r][1 : 1 + n]
