@@ -5,7 +5,7 @@
 
 Builds, in a temporary folder, the generated speculative packages
 (``fixtures/generators/speculative_block.py``) with a draft that agrees with the target at a
-high rate (it prefers another token at 5% of its table rows) and at a low one (70%), for a
+high rate (it prefers another token at 20% of its table rows) and at a low one (70%), for a
 ``block`` and a ``chained`` proposal, and the target alone as a plain ``model.io`` decoder. Each
 round runs one greedy request (one prompt row, end ids ignored so every run makes
 ``--new-tokens`` tokens) through every engine, in rotating order, so all see the same machine.
@@ -35,7 +35,7 @@ from fixtures.generators.common import write_package  # noqa: E402
 from fixtures.generators.speculative_block import build, speculative_target  # noqa: E402
 from reference_runtime import Engine  # noqa: E402
 
-RATES = {"high": 0.05, "low": 0.7}  # the draft's disagreement: a high and a low acceptance
+RATES = {"high": 0.2, "low": 0.7}  # the draft's disagreement: a high and a low acceptance
 PROMPT = [[3, 7, 2, 9]]
 
 
