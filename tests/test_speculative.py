@@ -123,10 +123,15 @@ def test_rows_equal_their_solo_runs(engines, mode):
 @pytest.mark.parametrize("width", [0, WIDTH + 1, -1])
 def test_a_width_outside_the_bound_is_refused(engines, width):
     engine = engines("speculative_block", "ort")
+    before = engine.counters["invocations"]
     with pytest.raises(RunError) as refused:
         engine.run(prompt=[[3, 7, 2]], max_new_tokens=4, inputs=_width(width))
     assert refused.value.code == "F118"
     assert "max_proposal_width" in refused.value.message
+    after = engine.counters["invocations"]  # refused before the target or the draft ran
+    assert {k: after.get(k) for k in ("target", "draft")} == {
+        k: before.get(k) for k in ("target", "draft")
+    }
 
 
 def test_stop_on_eos_off_runs_to_the_bound(engines):

@@ -187,6 +187,8 @@ class SpeculativeBlock(Session):
         ends = inputs.get("eos_token_ids")
         eos = {int(t) for t in np.asarray(ends if ends is not None else ()).reshape(-1)}
         stop = Stops(limit, eos if current_run().stop_on_eos else set(), self.context_length)
+        if inputs.get("proposal_width") is not None:
+            self._width(inputs)  # refused before the proposer or the target runs
         if inputs.get("tokens") is not None:
             out = self._prefill(inputs, stop)
         else:
@@ -200,6 +202,19 @@ class SpeculativeBlock(Session):
                 hint="Read only the ports docs/speculative.md lists for this proposal execution.",
             )
         return {port: out[port] for port in outputs}
+
+    def _width(self, inputs) -> int:
+        width = np.asarray(inputs["proposal_width"]).reshape(-1)
+        value = int(width[0]) if width.size == 1 and width.dtype.kind in "iu" else None
+        if value is None or not 1 <= value <= self.plan.max_width:
+            shown = width.tolist() if value is None else value
+            raise RunError(
+                "F118",
+                f"component {self.component!r}: proposal width {shown} is not one integer from "
+                f"1 to {self.plan.max_width} (speculative.max_proposal_width)",
+                hint=f"Ask for a width from 1 to {self.plan.max_width}.",
+            )
+        return value
 
     def _prefill(self, inputs, stop):
         tokens = np.asarray(inputs["tokens"], dtype=np.int64)
@@ -303,16 +318,22 @@ class SpeculativeBlock(Session):
         finish = inputs.get("finish_reason")
         finish = np.zeros(batch, np.int64) if finish is None else np.asarray(finish, np.int64)
         finish = finish.reshape(-1).copy()
-        width = int(np.asarray(inputs["proposal_width"]).reshape(-1)[0])
-        if not 1 <= width <= self.plan.max_width:
-            raise RunError(
-                "F118",
-                f"component {self.component!r}: proposal width {width} is outside 1.."
-                f"{self.plan.max_width} (speculative.max_proposal_width)",
-                hint=f"Ask for a width from 1 to {self.plan.max_width}.",
-            )
+        width = self._width(inputs)
         pending_in = np.asarray(inputs["pending"], dtype=np.int64)
         lengths = np.asarray(inputs["pending_lengths"], dtype=np.int64).reshape(-1)
+        if (
+            pending_in.ndim != 2
+            or pending_in.shape[0] != batch
+            or lengths.shape[0] != batch
+            or (active & ((lengths < 1) | (lengths > pending_in.shape[1]))).any()
+        ):
+            raise RunError(
+                "H84",
+                f"component {self.component!r}: pending {list(pending_in.shape)} with lengths "
+                f"{lengths.tolist()} does not give every active row of {batch} its last "
+                "committed token",
+                hint="Bind the pending tokens and lengths the previous call returned.",
+            )
         pending = [pending_in[r, : lengths[r]].tolist() for r in range(batch)]
         target_mask = np.asarray(inputs["target_mask"], dtype=np.int64)
         state = {c.cell: inputs[c.own_input] for c in self.plan.cells}

@@ -1213,7 +1213,9 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
     _r("F118", "proposal-width-out-of-range",
        "A request's speculative proposal width (the speculative-block component's "
        "`proposal_width` input) below 1, above `speculative.max_proposal_width`, or above the "
-       "width of the block its proposer returns. Nothing is run.",
+       "width of the block its proposer returns. Refused at the component's first call that "
+       "reads the width (the prefill, where it is bound there), before the proposer or the "
+       "target runs.",
        "Ask for a width from 1 to `max_proposal_width`.", phase="run"),
     _r("H113", "kv-budget-exceeded",
        "The engine has a KV budget (`kv_budget_bytes`) and the request's KV (the service-group "
