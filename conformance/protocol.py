@@ -69,6 +69,9 @@ FEATURES = (
     # Packages using the runtime contracts a lowered decoder runs on
     # (onnx-genai.autoregressive-decode, onnx-genai.token-policy) and conversation sessions.
     "runtime_contracts",
+    # Packages whose workflow runs onnx-genai.speculative-block (propose, verify, accept,
+    # correct, roll back): greedy speculative decoding equals the target's plain greedy tokens.
+    "speculative_decoding",
     # Draws tokens itself, seeded and reproducible, with temperature, top-k and top-p filters
     # (a bare decoder's sampled requests); judged by properties, not by exact tokens.
     "sampling",

@@ -10,6 +10,9 @@
   tokens that were therefore not run again (``tokens``);
 - ``materialisations``: host_to_device / device_to_host copies;
 - ``admission``: requests the KV budget admitted / refused (only with ``kv_budget_bytes``);
+- ``speculative``: what ``onnx-genai.speculative-block`` did: ``steps`` (verifications),
+  ``proposer_calls``, ``proposed`` and ``accepted`` tokens, ``rollbacks`` (rows whose target
+  cache lost rejected positions) and ``committed`` tokens;
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
 
 Every count goes through a method that holds one lock, so counts stay exact when runs share an
@@ -30,7 +33,9 @@ GROUPS = (
     "prefix_reuse",
     "materialisations",
     "admission",
+    "speculative",
 )
+SPECULATIVE_KEYS = ("steps", "proposer_calls", "proposed", "accepted", "rollbacks", "committed")
 
 
 class Counters:
@@ -79,6 +84,7 @@ class Counters:
                 "admission": {
                     key: groups["admission"].get(key, 0) for key in ("admitted", "refused")
                 },
+                "speculative": {key: groups["speculative"].get(key, 0) for key in SPECULATIVE_KEYS},
                 "runs": self._runs,
                 "loop_iterations": self._loop_iterations,
             }

@@ -68,7 +68,11 @@ REFERENCE_SUPPORT = RuntimeSupport(
         "onnx-genai.text-assembly": "1",
     },
     binding_contracts=frozenset(
-        {"onnx-genai.autoregressive-decode@1", "onnx-genai.token-policy@1"}
+        {
+            "onnx-genai.autoregressive-decode@1",
+            "onnx-genai.token-policy@1",
+            "onnx-genai.speculative-block@1",
+        }
     ),
     # the profile kinds the format's readers know; a profile declaring pooling or decoding is
     # refused (H93): this runtime publishes workflow outputs and applies neither

@@ -53,3 +53,11 @@ def test_bench_native_runs(upstream_dir, capsys, samples):
     bench = tool("bench_native")
     assert bench.main(["--upstream", str(upstream_dir), "--samples", str(samples)]) == 0
     assert "native within 3x of ORT on the decoder" in capsys.readouterr().out
+
+
+def test_bench_speculative_runs(capsys):
+    bench = tool("bench_speculative")
+    assert bench.main(["--new-tokens", "8", "--rounds", "1", "--width", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| block/high |" in out and "| chained/low |" in out
+    assert "| NO |" not in out

@@ -240,6 +240,14 @@ HAND_WRITTEN = (
         "literal defaults are not broadcast to the bound batch",
         (PLAIN, "golden/counting_loop/rows_finish_at_different_times"),
     ),
+    HandWritten(
+        "speculative_rollback_keeps_rejected",
+        "executors/speculative.py",
+        "mask[r, past + keep[r] :] = 0",
+        "mask[r, past + keep[r] : past + keep[r]] = 0",
+        "a speculative step leaves the target's rejected positions attended (no rollback)",
+        (PLAIN, "golden/speculative_block/greedy_ragged_batch"),
+    ),
 )
 
 

@@ -127,6 +127,8 @@ def package_features(document: dict) -> tuple[str, ...]:
     }
     if contracts & {"onnx-genai.autoregressive-decode", "onnx-genai.token-policy"}:
         found.add("runtime_contracts")  # the runtime contracts a lowered decoder uses
+    if "onnx-genai.speculative-block" in contracts:
+        found.add("speculative_decoding")  # the runtime's speculative decoding contract
 
     def visit(steps):
         for step in steps or ():

@@ -34,7 +34,7 @@ def load_sessions(package, executor: str, device: str, counters: Counters) -> di
         if isinstance(impl, OnnxImplementation):
             sessions[name] = graphs.load(name, package.root / impl.artifact)
         elif isinstance(impl, BindingImplementation) and comp.contract is not None:
-            sessions[name] = build_contract_session(package, name, comp, graphs)
+            sessions[name] = build_contract_session(package, name, comp, graphs, sessions)
         elif isinstance(impl, BindingImplementation):
             sessions[name] = BindingCopy(name)
         elif isinstance(impl, AdapterImplementation):

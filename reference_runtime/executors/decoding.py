@@ -46,6 +46,7 @@ from ..package.artifacts import load_model, signature
 from ..package.runtime_contracts import (
     DECODE_CONTRACT,
     POLICY_CONTRACT,
+    SPECULATIVE_CONTRACT,
     kv_ports,
 )
 from .base import Session, current_run
@@ -295,14 +296,19 @@ class TokenPolicy(Session):
 # ------------------------------------------------------------------ construction
 
 
-def build_contract_session(package, name: str, comp, onnx_executor):
+def build_contract_session(package, name: str, comp, onnx_executor, sessions):
     """The session of a ``binding`` component keyed to a runtime contract (its parameters and
-    ports were checked at load, rule C92)."""
+    ports were checked at load, rule C92). ``sessions`` are the engine's (component -> session,
+    still being filled): a contract that runs other components finds theirs there."""
 
     contract = comp.contract
     parameters = dict(contract.parameters)
     if contract.id == TokenPolicy.contract:
         return TokenPolicy(name, parameters)
+    if contract.id == SPECULATIVE_CONTRACT:
+        from .speculative import build_speculative_session
+
+        return build_speculative_session(package, name, sessions, onnx_executor.counters)
     path = package.root / str(parameters["artifact"])
     sig = signature(load_model(path), path)
     kv = kv_ports(comp.ports)

@@ -1,7 +1,9 @@
 """The runtime contracts this runtime implements, as the loader checks them (rule C92): the
 parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1`` or
 ``onnx-genai.token-policy@1`` must declare (their executors are in ``executors/decoding.py``;
-docs/lowering.md describes them)."""
+docs/lowering.md describes them), and those of ``onnx-genai.speculative-block@1``
+(``executors/speculative.py``; docs/speculative.md; what it needs of the ``speculative`` section
+is checked by the F rules of ``rules/speculative.py``)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,22 @@ from .artifacts import confine, graph_problems, load_model, signature
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
+SPECULATIVE_CONTRACT = "onnx-genai.speculative-block"
 
 DECODE_PARAMETERS = {
     "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
     "padding", "pad_token_id",
 }  # fmt: skip
 POLICY_PARAMETERS = {"context_length", "max_length", "pad_token_id"}
+# the target graph's names, the stop bound and the pad id; a block proposal also names the
+# proposer graph's (checked by rule F115, since only a block proposal reads them)
+SPECULATIVE_PARAMETERS = {
+    "target_tokens_input", "target_mask_input", "target_positions_input",
+    "target_logits_output", "context_length", "pad_token_id",
+}  # fmt: skip
+BLOCK_PARAMETERS = (
+    "proposer_tokens_input", "proposer_mask_input", "proposer_positions_input", "proposal_output",
+)  # fmt: skip
 # The decode contract's own ports; every other port of the component is a graph KV port.
 DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
 DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")
@@ -38,11 +50,18 @@ REQUIRED_PORTS = {
          "top_k", "top_p", "min_p", "seed"),
         ("token", "next_active", "done", "generated", "finish_reason", "step_lengths"),
     ),
+    "onnx-genai.speculative-block": (
+        ("max_new_tokens",),
+        ("tokens", "accepted_len", "next_active", "running", "done", "generated",
+         "finish_reason", "pending", "pending_lengths", "target_mask"),
+    ),
 }  # fmt: skip
 KNOWN_PARAMETERS = {
     "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
     "onnx-genai.token-policy": POLICY_PARAMETERS,
+    "onnx-genai.speculative-block": SPECULATIVE_PARAMETERS | set(BLOCK_PARAMETERS),
 }
+OPTIONAL_PARAMETERS = {"onnx-genai.speculative-block": set(BLOCK_PARAMETERS)}
 
 
 def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
@@ -53,7 +72,7 @@ def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
         return []
     parameters = dict(contract.parameters)
     found = []
-    for key in sorted(known - set(parameters)):
+    for key in sorted(known - set(parameters) - OPTIONAL_PARAMETERS.get(contract.id, set())):
         found.append((("contract", "parameters"), f"parameter {key!r} is missing"))
     for key in sorted(set(parameters) - known):
         found.append((("contract", "parameters", key), f"parameter {key!r} is unknown"))

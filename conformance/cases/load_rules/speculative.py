@@ -9,6 +9,11 @@ SP = ("speculative",)
 PE = (*SP, "proposal_execution")
 DC = ("pipeline", "workflow", "serving", "state_service", "groups", "draft_cache")
 GDC = "pipeline.workflow.serving.state_service.groups.draft_cache"
+SPN = ("pipeline", "workflow", "components", "speculate")
+SPP = (*SPN, "contract", "parameters")
+SPC = "pipeline.workflow.components.speculate"
+GR = ("pipeline", "workflow", "serving", "state_service", "groups")
+GRP = "pipeline.workflow.serving.state_service.groups"
 AUX_GROUP = {
     "kind": "recurrent",
     "layout": "bh",
@@ -101,4 +106,30 @@ MUTATIONS = (
              "speculative.proposal_execution.token_embedding.table", "empty table"),
     Mutation("F63", "speculative", (Set((*PE, "token_embedding", "table"), "lm_head"),),
              "speculative.proposal_execution.token_embedding.table", "table not an initializer"),
+    # F115: a speculative-block component the package does not resolve
+    Mutation("F115", "speculative_block", (Delete(SP),),
+             f"{SPC}.contract.id", "no speculative section"),
+    Mutation("F115", "speculative_block", (Set((*SPP, "target_logits_output"), "scores"),),
+             f"{SPC}.contract.parameters.target_logits_output", "logits not a target output"),
+    Mutation("F115", "speculative_block", (Delete((*SPP, "proposal_output")),),
+             f"{SPC}.contract.parameters", "block proposal without proposal_output"),
+    Mutation("F115", "speculative_block", (Delete((*GR, "target_cache", "ports", "speculate")),),
+             f"{GRP}.target_cache.ports", "target cache not carried through the component"),
+    Mutation("F115", "speculative_chained", (Set((*SPP, "proposal_output"), "proposal"),),
+             f"{SPC}.contract.parameters.proposal_output", "block parameter on a chained proposal"),
+    # F116: a chained proposal without a field the executor reads
+    Mutation("F116", "speculative_chained", (Delete((*PE, "token_embedding")),),
+             "speculative.proposal_execution.token_embedding", "no token_embedding"),
+    Mutation("F116", "speculative_folded",
+             (Delete((*SPN, "ports", "inputs", "carry")),
+              Delete(("pipeline", "workflow", "steps", 2, "steps", 0, "inputs", "carry"))),
+             f"{SPC}.ports.inputs", "folded carry without the component's carry port"),
+    # F117: valid, but not run by this runtime's speculative executor
+    Mutation("F117", "speculative_block",
+             (Set((*SP, "vocabulary"), {"kind": "mapped", "artifact": "target/model.onnx"}),),
+             "speculative.vocabulary.kind", "mapped vocabulary"),
+    Mutation("F117", "speculative_chained",
+             (Set((*GR, "draft_state", "kind"), "full_attention"), Delete((*GR, "draft_state", "update")),
+              Set((*GR, "draft_state", "sequence_axis"), 1)),
+             f"{GRP}.draft_state.sequence_axis", "recurrent cell with a sequence axis"),
 )  # fmt: skip

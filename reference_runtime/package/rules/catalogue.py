@@ -1108,6 +1108,37 @@ RULE_LIST: tuple[Rule, ...] = (
         "Re-export the graph; external data entries need `location`, `offset` and `length`, "
         "and `length` must equal the element count times the element size.",
     ),
+    _r(
+        "F115",
+        "speculative-block-unresolved",
+        "A `binding` component keyed to `onnx-genai.speculative-block` that cannot be resolved "
+        "against the package: no `speculative` section, a proposer or target that is not an "
+        "ONNX component, a parameter that does not name a port of the target (or of a block "
+        "proposer), a block proposal without its proposer parameters (or a chained one with "
+        "them), a cell of the proposer or target not carried through the component by a "
+        "read-write service-group alias, or a rollback cell it does not carry.",
+        "Declare what docs/speculative.md lists: the proposer and target as ONNX components, "
+        "the graph names as parameters, and each cache cell's alias on the component.",
+    ),
+    _r(
+        "F116",
+        "chained-proposal-unresolved",
+        "A chained proposal run by `onnx-genai.speculative-block` without a field its executor "
+        "reads: `token_embedding` (the table proposed tokens are embedded with), or the "
+        "component's `carry` ports when the proposal has a folded carry.",
+        "Add the field the message names; nothing is inferred from names or shapes.",
+    ),
+    _r(
+        "F117",
+        "speculative-unsupported",
+        "A valid speculative package this runtime's speculative executor does not run: a "
+        "`mapped` vocabulary, more than one speculative-block component, a cache cell whose "
+        "group has no `sequence_axis` (other than a chained proposal's recurrent cell), or a "
+        "recurrent cell in a group with one.",
+        "Use an identical or subset vocabulary, one speculative-block component, and cache "
+        "groups with a sequence axis.",
+        kind="unsupported",
+    ),
 )
 
 # ---------------------------------------------------------------------- run time
@@ -1179,6 +1210,13 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "component uses; the component is refused when the engine loads it, listing each node.",
        "Run the package with `--executor ort`; the native executor never falls back.",
        phase="run", kind="unsupported"),
+    _r("F118", "proposal-width-out-of-range",
+       "A request's speculative proposal width (the speculative-block component's "
+       "`proposal_width` input) below 1, above `speculative.max_proposal_width`, or above the "
+       "width of the block its proposer returns. Refused at the component's first call that "
+       "reads the width (the prefill, where it is bound there), before the proposer or the "
+       "target runs.",
+       "Ask for a width from 1 to `max_proposal_width`.", phase="run"),
     _r("H113", "kv-budget-exceeded",
        "The engine has a KV budget (`kv_budget_bytes`) and the request's KV (the service-group "
        "state cells at the request's rows and token positions: prompt, a session's stored "

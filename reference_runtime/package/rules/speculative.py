@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..model import ChainedProposal, ClonableSafety, OnnxImplementation, RewindableSafety
+from ..speculative_block import resolve, speculative_components
 from .context import Ctx
 
 SPEC = ("speculative",)
@@ -232,7 +233,33 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
             )
 
 
+def check_speculative_block(ctx: Ctx) -> None:
+    """What the speculative-block executor needs of the package (F115-F117): it resolves, or
+    the package is refused naming what is missing."""
+    wf = ctx.workflow
+    names = speculative_components(wf) if wf else []
+    for extra in names[1:]:
+        ctx.add(
+            "F117",
+            ("pipeline", "workflow", "components", extra, "contract", "id"),
+            f"a second speculative-block component ({extra!r} after {names[0]!r}): this runtime "
+            "runs one speculative decode per workflow",
+        )
+    spec = ctx.metadata.speculative
+    if (
+        names
+        and spec is not None
+        and not (spec.proposer in wf.components and spec.target in wf.components)
+    ):
+        return  # F59
+    for name in names[:1]:
+        _, problems = resolve(wf, spec, name, ctx.port_names)
+        for code, path, message in problems:
+            ctx.add(code, path, message)
+
+
 def check(ctx: Ctx) -> None:
+    check_speculative_block(ctx)
     spec = ctx.metadata.speculative
     if spec is None:
         return
