@@ -10,6 +10,9 @@
   tokens that were therefore not run again (``tokens``);
 - ``materialisations``: host_to_device / device_to_host copies;
 - ``admission``: requests the KV budget admitted / refused (only with ``kv_budget_bytes``);
+- ``batching``: of ``Engine.serve``: requests ``admitted`` into a slot, admissions into a slot
+  an earlier request had freed (``slots_reused``), batch ``steps``, loop ``bodies`` run (one per
+  group of requests that can share one in a step) and the ``rows`` those bodies ran;
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
 
 Every count goes through a method that holds one lock, so counts stay exact when runs share an
@@ -30,7 +33,9 @@ GROUPS = (
     "prefix_reuse",
     "materialisations",
     "admission",
+    "batching",
 )
+BATCHING = ("admitted", "slots_reused", "steps", "bodies", "rows")
 
 
 class Counters:
@@ -79,6 +84,7 @@ class Counters:
                 "admission": {
                     key: groups["admission"].get(key, 0) for key in ("admitted", "refused")
                 },
+                "batching": {key: groups["batching"].get(key, 0) for key in BATCHING},
                 "runs": self._runs,
                 "loop_iterations": self._loop_iterations,
             }

@@ -1,7 +1,8 @@
 """The runtime contracts this runtime implements, as the loader checks them (rule C92): the
-parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1`` or
-``onnx-genai.token-policy@1`` must declare (their executors are in ``executors/decoding.py``;
-docs/lowering.md describes them)."""
+parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1``,
+``onnx-genai.token-policy@1`` or ``onnx-genai.continuous-batch@1`` must declare (their
+executors are in ``executors/decoding.py`` and ``executors/batching.py``; docs/lowering.md
+describes them)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from .artifacts import confine, graph_problems, load_model, signature
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
+BATCH_CONTRACT = "onnx-genai.continuous-batch"
+# the key under which a serving loop tells the batch executor how many requests wait for a slot
+# (in the running request's context state)
+BATCH_WAITING = "onnx-genai.continuous-batch/waiting"
 
 DECODE_PARAMETERS = {
     "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
     "padding", "pad_token_id",
 }  # fmt: skip
 POLICY_PARAMETERS = {"context_length", "max_length", "pad_token_id"}
+BATCH_PARAMETERS = {"max_slots"}
 # The decode contract's own ports; every other port of the component is a graph KV port.
 DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
 DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")
@@ -38,10 +44,12 @@ REQUIRED_PORTS = {
          "top_k", "top_p", "min_p", "seed"),
         ("token", "next_active", "done", "generated", "finish_reason", "step_lengths"),
     ),
+    "onnx-genai.continuous-batch": (("active", "next_active", "accepted"), ("live", "accepted_len")),
 }  # fmt: skip
 KNOWN_PARAMETERS = {
     "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
     "onnx-genai.token-policy": POLICY_PARAMETERS,
+    "onnx-genai.continuous-batch": BATCH_PARAMETERS,
 }
 
 
