@@ -286,3 +286,81 @@ def test_package_error_for_a_misplaced_batch_component(tmp_path):
     with pytest.raises(PackageError) as refused:
         Engine.from_dir(root)
     assert "C120" in refused.value.codes
+
+
+# ------------------------------------------------------------------ the conformance cases
+
+
+def _case(case_id):
+    from conformance.cases.catalogue import batching_catalogue
+
+    return next(c for c in batching_catalogue() if c.id == case_id)
+
+
+class _Wrong:
+    """The reference runtime with its served results altered by ``alter``."""
+
+    def __init__(self, alter):
+        from conformance.runtimes.reference import ReferenceRuntime
+
+        self.inner = ReferenceRuntime()
+        self.alter = alter
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def serve(self, handle, requests, slots):
+        return self.alter(self.inner.serve(handle, requests, slots))
+
+
+def _judge(case_id, runtime, tmp_path):
+    case = _case(case_id)
+    return case.judge(runtime, case.build(tmp_path))
+
+
+def test_the_served_case_passes_the_reference(tmp_path):
+    from conformance.runtimes.reference import ReferenceRuntime
+
+    outcome = _judge(
+        "continuous_batching/genai_decoder/staggered_ragged", ReferenceRuntime(), tmp_path
+    )
+    assert outcome.passed, outcome.got
+
+
+def _swap_tokens(served):
+    served = [dict(s) for s in served]
+    served[0]["tokens"], served[1]["tokens"] = served[1]["tokens"], served[0]["tokens"]
+    return served
+
+
+def _one_slot(served):
+    return [{**s, "slot": 0} for s in served]
+
+
+def _early(served):
+    return [{**s, "admitted": 0} for s in served]
+
+
+def _lost(served):
+    return served[1:]
+
+
+@pytest.mark.parametrize("alter", [_swap_tokens, _one_slot, _early, _lost])
+def test_the_served_case_fails_a_wrong_schedule_or_wrong_tokens(alter, tmp_path):
+    outcome = _judge("continuous_batching/genai_decoder/staggered_ragged", _Wrong(alter), tmp_path)
+    assert not outcome.passed and outcome.kind == "mismatch", outcome.got
+
+
+def test_the_rows_case_fails_tokens_that_are_not_the_solo_run(tmp_path):
+    outcome = _judge(
+        "rows/continuous_batching/genai_decoder/mixed_requests", _Wrong(_swap_tokens), tmp_path
+    )
+    assert not outcome.passed
+
+
+def test_served_cases_need_the_feature():
+    from conformance.cases.catalogue import batching_catalogue
+
+    cases = batching_catalogue()
+    assert cases and all("continuous_batching" in c.features for c in cases)
+    assert {c.suite for c in cases} == {"continuous_batching", "determinism", "rows", "parity"}

@@ -31,11 +31,13 @@ learns how many requests wait through the running context.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import to_host
 from ..counters import Counters
 from ..errors import RunError, format_location
 from ..package.model import (
@@ -330,7 +332,8 @@ class BatchServer:
             contract = self.contracts.get(name)
             axis = contract.request_axis if contract is not None else None
             if axis is None or value.ndim <= axis:
-                parts.append((name, value.dtype.str, value.shape, np.asarray(value).tobytes()))
+                host = to_host(value, self.counters)
+                parts.append((name, value.dtype.str, value.shape, host.tobytes()))
             else:
                 shape = list(value.shape)
                 shape[axis] = -1
@@ -369,7 +372,7 @@ class BatchServer:
             if axis is None or rows[0].ndim <= axis or len(rows) == 1:
                 values[name] = rows[0]  # the same in every request of the group
             else:
-                values[name] = np.concatenate(rows, axis=axis)
+                values[name] = self._stack(rows, axis)
         padding: dict[str, list[int]] = {}
         for carry in self.loop.carried:
             cell = self.wf.state[carry.cell]
@@ -380,7 +383,7 @@ class BatchServer:
                 padding[carry.cell] = [width - r.shape[grow] for r in rows]
                 rows = [_pad_left(r, grow, width) for r in rows]
             values[carry.cell] = (
-                rows[0] if len(rows) == 1 else np.concatenate(rows, cell.contract.request_axis)
+                rows[0] if len(rows) == 1 else self._stack(rows, cell.contract.request_axis)
             )
         iteration = self.loop.iteration
         if iteration is not None:
@@ -390,7 +393,7 @@ class BatchServer:
                     iteration, index[0], group[0].frame, self.where
                 )
             else:
-                values[iteration.value] = np.concatenate(
+                values[iteration.value] = self._stack(
                     [
                         self.interp.iteration_value(iteration, i, o.frame, self.where)
                         for i, o in zip(index, group, strict=True)
@@ -414,6 +417,21 @@ class BatchServer:
         self._record(group, frame.values, record)
         for r, occupant in enumerate(group):
             self._take_rows(occupant, r, len(group), frame.values, padding)
+
+    def _stack(self, rows: list, axis: int):
+        """The rows joined along ``axis``, where they live: on the device when one of them is
+        (a host row is copied there, counted), else on the host."""
+        device = next((r for r in rows if not isinstance(r, np.ndarray)), None)
+        if device is None:
+            return np.concatenate(rows, axis=axis)
+        xp = _module(device)
+        moved = []
+        for row in rows:
+            if isinstance(row, np.ndarray):
+                self.counters.add("materialisations", "host_to_device")
+                row = xp.asarray(row)
+            moved.append(row)
+        return xp.concatenate(moved, axis=axis)
 
     def _record(self, group: list[Occupant], values: dict, record: StepRecord) -> None:
         """The step's liveness bit and each slot's accepted_len, from the batch component."""
@@ -474,10 +492,19 @@ class BatchServer:
             frame.values[carry.cell] = own[carry.cell]
 
 
-def _pad_left(value: np.ndarray, axis: int, width: int) -> np.ndarray:
+def _module(value):
+    """The array module of a value (numpy, or the device's: CuPy)."""
+    if isinstance(value, np.ndarray):
+        return np
+    return importlib.import_module(type(value).__module__.split(".")[0])
+
+
+def _pad_left(value, axis: int, width: int):
+    """``value`` with zeros before it along ``axis``, to ``width`` (where it lives)."""
     missing = width - value.shape[axis]
     if missing == 0:
         return value
+    xp = _module(value)
     shape = list(value.shape)
     shape[axis] = missing
-    return np.concatenate((np.zeros(shape, dtype=value.dtype), value), axis=axis)
+    return xp.concatenate((xp.zeros(shape, dtype=value.dtype), value), axis=axis)
