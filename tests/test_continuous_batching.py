@@ -139,16 +139,33 @@ def test_the_queue_keeps_the_liveness_bit_on(engines):
     assert [t.live for t in trace] == [True, False]  # request 1 waited for the slot
 
 
+def test_requests_with_different_bounds_share_a_body(engines):
+    engine = engines("genai_decoder")
+    requests = [
+        {"prompt": [5, 6], "max_new_tokens": 3, "stop_on_eos": False},
+        {"prompt": [7, 8, 9], "max_new_tokens": 6, "stop_on_eos": False},
+        {"prompt": [10], "max_new_tokens": 1, "stop_on_eos": False},
+    ]
+    trace = []
+    results = served(engine, requests, slots=3, trace=trace)
+    assert all(t.bodies == 1 for t in trace)  # the policy takes one bound per row
+    assert [len(results[i].result.tokens[0]) for i in range(3)] == [3, 6, 1]
+    for i, request in enumerate(requests):
+        assert (results[i].result.tokens[0], results[i].result.finish_reasons[0]) == solo(
+            engine, request
+        )
+
+
 def test_requests_that_cannot_share_a_body_run_in_groups(engines):
     engine = engines("genai_decoder")
     requests = [
         {"prompt": [5, 6], "max_new_tokens": 3},
-        {"prompt": [7, 8], "max_new_tokens": 5},  # a different per-request bound
-        {"prompt": [9, 10], "max_new_tokens": 3, "stop_on_eos": False},
+        {"prompt": [7, 8], "max_new_tokens": 5},
+        {"prompt": [9, 10], "max_new_tokens": 3, "stop_on_eos": False},  # another stop rule
     ]
     trace = []
     results = served(engine, requests, slots=3, trace=trace)
-    assert trace[0].bodies == 3
+    assert trace[0].bodies == 2
     for i, request in enumerate(requests):
         assert results[i].result.tokens[0] == solo(engine, request)[0]
 

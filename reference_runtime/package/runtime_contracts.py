@@ -21,6 +21,9 @@ DECODE_PARAMETERS = {
 }  # fmt: skip
 POLICY_PARAMETERS = {"context_length", "max_length", "pad_token_id"}
 BATCH_PARAMETERS = {"max_slots"}
+# Input ports of runtime contracts that take one value for every row ([1]) or one per row
+# ([batch]): a served batch gives them one per row where its requests disagree.
+SHARED_OR_PER_ROW_PORTS = {POLICY_CONTRACT: frozenset({"max_new_tokens"})}
 # The decode contract's own ports; every other port of the component is a graph KV port.
 DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
 DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")

@@ -15,9 +15,11 @@ cell is the rows of the requests stacked along its request axis, a cell that gro
 the left of its growing axis with zeros to the longest row (rule E122: such a cell is the past
 KV or attention mask of the decode contract, which masks what is padded), and each value the
 body reads from before the loop is stacked the same way where its contract has a request axis.
-Requests that disagree on a value without a request axis (for a lowered decoder, their
-``max_new_tokens``), on ``stop_on_eos`` or on their adapters cannot share one body: the body
-runs once per such group in the step, each in slot order. After the body, each request takes
+A value without a request axis that the body reads only through a runtime-contract port taking
+one value or one per row (``SHARED_OR_PER_ROW_PORTS``: the token policy's ``max_new_tokens``)
+is given one per row. Requests that disagree on any other value without a request axis, on
+``stop_on_eos`` or on their adapters cannot share one body: the body runs once per such group
+in the step, each in slot order. After the body, each request takes
 back its own rows of the cells' next values (the padding cut off), checked against the cell's
 recurrence with its own bounds, and what the body emitted for its rows. A request whose loop
 ends (its predicate row is false, or it ran ``max_iterations`` bodies) leaves its slot: the
@@ -50,7 +52,7 @@ from ..package.model import (
     Workflow,
 )
 from ..package.rules.batching import STEPS, BatchedLoop
-from ..package.runtime_contracts import BATCH_WAITING
+from ..package.runtime_contracts import BATCH_WAITING, SHARED_OR_PER_ROW_PORTS
 from ..package.visit import all_steps
 from . import cells
 from .interpreter import Frame, Interpreter, LoopReport
@@ -204,6 +206,30 @@ class BatchServer:
         # what the body reads from before the loop (carried cells are stacked separately)
         self.invariants = sorted(_reads(self.loop.steps) - carried)
         self.contracts = self._value_contracts()
+        self.per_row = self._shared_or_per_row()
+
+    def _shared_or_per_row(self) -> frozenset[str]:
+        """The values without a request axis that the body reads only through runtime-contract
+        ports taking one value or one per row (``SHARED_OR_PER_ROW_PORTS``): requests that
+        disagree on them still share a body, each row given its own."""
+        readers: dict[str, list] = {}
+        for step in all_steps(self.loop.steps):
+            if isinstance(step, InvokeStep):
+                comp = self.wf.components[step.component]
+                ports = SHARED_OR_PER_ROW_PORTS.get(comp.contract.id if comp.contract else "")
+                for port, name in step.inputs.items():
+                    readers.setdefault(name, []).append(bool(ports and port in ports))
+        other = _reads(self.loop.steps) - {
+            name
+            for step in all_steps(self.loop.steps)
+            if isinstance(step, InvokeStep)
+            for name in step.inputs.values()
+        }
+        return frozenset(
+            name
+            for name, flags in readers.items()
+            if all(flags) and name not in other and name in self.invariants
+        )
 
     def _value_contracts(self) -> dict:
         """The declared contract of each value defined before the loop's body (a workflow
@@ -331,7 +357,9 @@ class BatchServer:
                 continue
             contract = self.contracts.get(name)
             axis = contract.request_axis if contract is not None else None
-            if axis is None or value.ndim <= axis:
+            if name in self.per_row and value.shape == (1,):
+                parts.append((name, value.dtype.str, "one per row"))
+            elif axis is None or value.ndim <= axis:
                 host = to_host(value, self.counters)
                 parts.append((name, value.dtype.str, value.shape, host.tobytes()))
             else:
@@ -369,7 +397,9 @@ class BatchServer:
             contract = self.contracts.get(name)
             axis = contract.request_axis if contract is not None else None
             rows = [o.frame.values[name] for o in group]
-            if axis is None or rows[0].ndim <= axis or len(rows) == 1:
+            if name in self.per_row and len(rows) > 1 and rows[0].shape == (1,):
+                values[name] = self._stack(rows, 0)  # one per row
+            elif axis is None or rows[0].ndim <= axis or len(rows) == 1:
                 values[name] = rows[0]  # the same in every request of the group
             else:
                 values[name] = self._stack(rows, axis)

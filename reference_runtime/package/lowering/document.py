@@ -137,7 +137,8 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "active": batch("bool", "batch"),
                 "generated": batch("int64", "batch"),
                 "sequence_lengths": batch("int64", "batch"),
-                "max_new_tokens": one,
+                # one bound for every row, or one per row (a served batch's requests)
+                "max_new_tokens": _contract("int64", "limits", aligned=False),
                 "temperature": batch("float32", "batch"),
                 "top_k": batch("int64", "batch"),
                 "top_p": batch("float32", "batch"),
