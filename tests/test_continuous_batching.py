@@ -380,4 +380,32 @@ def test_served_cases_need_the_feature():
 
     cases = batching_catalogue()
     assert cases and all("continuous_batching" in c.features for c in cases)
-    assert {c.suite for c in cases} == {"continuous_batching", "determinism", "rows", "parity"}
+    assert {c.suite for c in cases} == {
+        "continuous_batching", "determinism", "rows", "parity", "fail_closed"
+    }  # fmt: skip
+    assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124"}
+
+
+class _Serves:
+    """The reference runtime serving whatever it is asked, without refusing."""
+
+    def __init__(self):
+        from conformance.runtimes.reference import ReferenceRuntime
+
+        self.inner = ReferenceRuntime()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def serve(self, handle, requests, slots):
+        return [{"index": 0, "admitted": 0, "finished": 0, "slot": 0, "tokens": [1]}]
+
+
+@pytest.mark.parametrize("name", ["not_servable", "no_slots"])
+def test_the_refusal_cases_fail_a_runtime_that_serves(name, tmp_path):
+    case_id = f"fail_closed/continuous_batching/{name}"
+    assert _judge(case_id, _Serves(), tmp_path).kind == "not_refused"
+    from conformance.runtimes.reference import ReferenceRuntime
+
+    outcome = _judge(case_id, ReferenceRuntime(), tmp_path / "again")
+    assert outcome.passed, outcome.got

@@ -15,7 +15,10 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
 - ``rows/continuous_batching/<case>``: each served request equals the runtime's own ``run`` of
   it alone (whatever shared the batch, whenever it was admitted);
 - ``parity/continuous_batching/<case>``: every pair of the runtime's executors serves the same
-  results (with fewer than two executors: against the goldens).
+  results (with fewer than two executors: against the goldens);
+- ``fail_closed/continuous_batching/<case>``: serving a package whose
+  ``model.runtime_configurable.continuous_batching`` is false, or over no slots, is refused
+  (H124) before anything is served.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
 from .. import goldens
+from .mutations import Mutation, Set
 from .run_cases import solo_request
 
 FEATURE = "continuous_batching"
@@ -106,6 +110,19 @@ CASES = (
         "the same decoder described by legacy model.io",
     ),
 )
+
+
+# Refused before anything is served (H124): a package that says continuous batching may not be
+# enabled (upstream's `model.runtime_configurable.continuous_batching: false`), and a batch of
+# no slots. Suite `fail_closed` (`fail_closed/continuous_batching/<case>`).
+NOT_SERVABLE = Mutation(
+    "H124",
+    "model_io_decoder",
+    (Set(("model", "runtime_configurable"), {"continuous_batching": False}),),
+    "model.runtime_configurable",
+    "not_servable",
+)
+NO_SLOTS = ("genai_decoder", 0)
 
 
 def run_case(run_id: str) -> RunCase:

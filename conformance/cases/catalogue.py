@@ -805,8 +805,43 @@ def _judge_batch_parity(case: batching.BatchCase):
     return judge
 
 
+def _judge_not_served(slots: int):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        handle = runtime.load(str(root))
+        try:
+            served = runtime.serve(handle, [{"prompt": [[5, 6, 7]], "max_new_tokens": 2}], slots)
+        except Refused as exc:
+            if "H124" in refusal_codes(exc.code):
+                return Outcome(True, f"refused [{exc.code}]")
+            return Outcome(False, f"refused [{exc.code}], not H124: {exc.message}", "wrong_code")
+        finally:
+            runtime.close(handle)
+        return Outcome(False, f"served {len(served)} request(s) without refusal", "not_refused")
+
+    return judge
+
+
 def batching_catalogue() -> list[Case]:
     cases = []
+    refusals = (
+        (batching.NOT_SERVABLE.note, batching.NOT_SERVABLE.base, batching.NOT_SERVABLE.materialise,
+         1, f"a package that may not be batched ({batching.NOT_SERVABLE.describe()})"),
+        ("no_slots", batching.NO_SLOTS[0], _copy_base(batching.NO_SLOTS[0]), batching.NO_SLOTS[1],
+         "serving over 0 slots"),
+    )  # fmt: skip
+    for name, base, build, slots, what in refusals:
+        features = (*package_features(load_document(base)), "run", batching.FEATURE, "rule_codes")
+        cases.append(
+            Case(
+                f"fail_closed/continuous_batching/{name}",
+                "fail_closed",
+                features,
+                f"refused (H124) before anything is served: {what}",
+                build,
+                _judge_not_served(slots),
+                "H124",
+            )
+        )
     for case in batching.CASES:
         features = (*package_features(load_document(case.package)), "run", batching.FEATURE)
         if "sampled" in case.tags:  # the runtime draws; exact draws for the goldens
