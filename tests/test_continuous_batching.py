@@ -409,3 +409,80 @@ def test_the_refusal_cases_fail_a_runtime_that_serves(name, tmp_path):
 
     outcome = _judge(case_id, ReferenceRuntime(), tmp_path / "again")
     assert outcome.passed, outcome.got
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def _requests_file(tmp_path, lines) -> str:
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("executor", ["ort", "native"])
+def test_cli_serve_prints_each_request_as_json_lines(tmp_path, capsys, engines, executor):
+    from reference_runtime.cli import main
+
+    requests = [
+        {"prompt": [5, 6, 7], "max_new_tokens": 4},
+        {"prompt": [8], "max_new_tokens": 3, "arrival": 1},
+        {"prompt": "t9 t10", "max_new_tokens": 2, "arrival": 1},
+    ]
+    path = _requests_file(tmp_path, [json.dumps(r) for r in requests])
+    package = str(package_path("genai_decoder"))
+    code = main(["serve", package, "--requests", path, "--slots", "2", "--json", "--trace",
+                 "--executor", executor])  # fmt: skip
+    assert code == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    served, summary = lines[:-1], lines[-1]
+    assert sorted(s["index"] for s in served) == [0, 1, 2]
+    engine = engines("genai_decoder", executor)
+    for s in served:
+        request = requests[s["index"]]
+        prompt = request["prompt"]
+        keywords = {"max_new_tokens": request["max_new_tokens"]}
+        alone = engine.run(prompt=prompt if isinstance(prompt, str) else [prompt], **keywords)
+        assert s["tokens"] == alone.tokens[0]
+        assert s["finish_reason"] == alone.finish_reasons[0]
+        assert s["text"] == alone.text[0]
+    assert summary["counters"]["batching"]["admitted"] == 3
+    assert summary["counters"]["batching"]["slots_reused"] == 1  # request 2 waits for a slot
+    assert len(summary["trace"]) == summary["steps"]
+
+
+def test_cli_serve_human_readable(tmp_path, capsys):
+    from reference_runtime.cli import main
+
+    path = _requests_file(tmp_path, ['{"prompt": [5, 6], "max_new_tokens": 2}', ""])
+    assert main(["serve", str(package_path("genai_decoder")), "--requests", path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("request 0 (slot 0, arrival 0, admitted at step 0, finished at step 1")
+    assert "served 1 request(s) in 2 step(s)" in out
+
+
+@pytest.mark.parametrize(
+    "lines, code, fragment",
+    [
+        (['{"prompt": [5]}', "not json"], 2, "line 2: not JSON"),
+        (['{"prompt": [5]}', '{"prompt": [5], "arrival": -3}'], 1, "requests[1].arrival"),
+        (['{"prompt": [5], "session_id": "s"}'], 1, "no session"),
+    ],
+)
+def test_cli_serve_refusals(tmp_path, capsys, lines, code, fragment):
+    from reference_runtime.cli import main
+
+    path = _requests_file(tmp_path, lines)
+    assert main(["serve", str(package_path("genai_decoder")), "--requests", path]) == code
+    captured = capsys.readouterr()
+    assert fragment in captured.err
+    assert "Traceback" not in captured.err
+    assert captured.out == ""  # nothing was served
+
+
+def test_cli_serve_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    from reference_runtime.cli import main
+
+    missing = str(tmp_path / "absent.jsonl")
+    assert main(["serve", str(package_path("genai_decoder")), "--requests", missing]) == 2
+    assert "cannot be read" in capsys.readouterr().err
