@@ -240,6 +240,14 @@ HAND_WRITTEN = (
         "literal defaults are not broadcast to the bound batch",
         (PLAIN, "golden/counting_loop/rows_finish_at_different_times"),
     ),
+    HandWritten(
+        "serve_pads_right",
+        "workflow/batching.py",
+        "    return xp.concatenate((xp.zeros(shape, dtype=value.dtype), value), axis=axis)",
+        "    return xp.concatenate((value, xp.zeros(shape, dtype=value.dtype)), axis=axis)",
+        "a served batch pads shorter rows' KV on the right instead of the left",
+        (PLAIN, "rows/continuous_batching/genai_decoder/staggered_ragged"),
+    ),
 )
 
 
