@@ -19,6 +19,14 @@ JSON-lines form):
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order; absent means none) and optionally ``diagnostics``.
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
+- ``serve(handle, requests, slots) -> list[dict]`` (only for a runtime declaring
+  ``continuous_batching``): serve one-row requests (each a ``run`` request without
+  ``session_id``, plus ``arrival``, the batch step from which it may be admitted) in one
+  continuous batch of ``slots`` slots; one result per request in the order they finished:
+  ``{"index", "admitted", "finished", "slot", "tokens", "finish_reason"}`` (``index``: the
+  request's position; ``admitted`` / ``finished``: the batch steps it entered and left its
+  slot; ``tokens``: its one row). A refused request raises :class:`Refused` (stage "run") before
+  anything is served.
 - ``close(handle)``: forget a loaded package.
 
 Certification calls these from several threads at once (``--jobs``), on different handles.
@@ -94,6 +102,9 @@ FEATURES = (
     # before running anything, a request whose KV does not fit (H113), a session turn included
     # (the session stays as it was); a budget that is not bytes is refused at load (H114).
     "kv_admission",
+    # Optional: serves several one-row requests with arrival steps in one continuous batch (the
+    # `serve` method), each request's results equal to its solo run, freed slots reused.
+    "continuous_batching",
 )
 
 
@@ -129,6 +140,9 @@ class Runtime(Protocol):
     def reset_session(self, handle, sid: str) -> None: ...
     def close_session(self, handle, sid: str) -> None: ...
     def close(self, handle) -> None: ...
+
+    # only for a runtime declaring continuous_batching:
+    # def serve(self, handle, requests: list[dict], slots: int) -> list[dict]: ...
 
 
 # ------------------------------------------------------------------ arrays on the wire

@@ -388,6 +388,74 @@ def _run(args) -> int:
     return EXIT_OK
 
 
+def _requests_file(path: str) -> list:
+    """``--requests FILE``: one JSON object per line (``-``: standard input); blank lines are
+    skipped."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--requests {path}: cannot be read ({_said(exc)})",
+            hint="Give a readable UTF-8 file of JSON lines, one request per line.",
+        ) from None
+    requests = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            requests.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"--requests {path}, line {number}: not JSON ({exc.msg})",
+                hint='Write one JSON object per line, e.g. {"prompt": [1, 2, 3], "arrival": 0}.',
+            ) from None
+    return requests
+
+
+def _serve(args) -> int:
+    engine = Engine.from_dir(
+        args.package,
+        executor=args.executor,
+        device=args.device,
+        kv_budget_bytes=_budget_flag(args.kv_budget_bytes),
+    )
+    slots = _integer_flag("--slots", args.slots)
+    requests = _requests_file(args.requests)
+    trace: list = []
+    served = engine.serve(requests, slots=slots, trace=trace)  # refuses before anything runs
+    for item in served:
+        report = item.to_json()
+        if item.result.text is not None:
+            report["text"] = item.result.text[0]
+        if args.json:
+            print(json.dumps(report, separators=(",", ":")), flush=True)
+        else:
+            print(
+                f"request {item.index} (slot {item.slot}, arrival {item.arrival}, admitted at "
+                f"step {item.admitted}, finished at step {item.finished}, "
+                f"{report['finish_reason']}): {report['tokens']}",
+                flush=True,
+            )
+    summary = {"steps": len(trace), "counters": engine.counters}
+    if args.trace:
+        summary["trace"] = [record.to_json() for record in trace]
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    else:
+        batching = engine.counters["batching"]
+        print(
+            f"served {batching['admitted']} request(s) in {len(trace)} step(s): "
+            f"{batching['rows']} rows in {batching['bodies']} bodies, "
+            f"{batching['slots_reused']} slot reuse(s)"
+        )
+        for record in trace if args.trace else ():
+            print(
+                f"  step {record.step}: slots {record.slots} accepted_len "
+                f"{record.accepted_len} live {record.live}"
+            )
+    return EXIT_OK
+
+
 def _inspect(args) -> int:
     info = describe(args.package)
     if args.json:
@@ -498,6 +566,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--indent", type=_indent, metavar="N", help="with --json: indent the JSON by N spaces"
     )
     p.set_defaults(func=_run)
+    p = sub.add_parser(
+        "serve",
+        help="serve several requests (JSON lines, each with an arrival step) in one continuous "
+        "batch; print each as it finishes",
+    )
+    p.add_argument("package", metavar="PKG", help="the package folder")
+    p.add_argument(
+        "--requests",
+        metavar="FILE",
+        required=True,
+        help='JSON lines, one request each: {"prompt": [...] or "text", "max_new_tokens": N, '
+        '"arrival": STEP, ...} (- reads standard input)',
+    )
+    p.add_argument("--slots", metavar="N", help="requests the batch holds at once")
+    p.add_argument("--executor", choices=["ort", "native"], default="ort")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--kv-budget-bytes",
+        metavar="N",
+        help="the KV bytes the batch may hold; a request waits until its KV fits",
+    )
+    p.add_argument("--trace", action="store_true", help="also print every batch step")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.set_defaults(func=_serve)
     p = sub.add_parser(
         "lower", help="print the workflow a bare decoder is lowered to (model.io, genai_config)"
     )

@@ -13,6 +13,9 @@
 - ``speculative``: what ``onnx-genai.speculative-block`` did: ``steps`` (verifications),
   ``proposer_calls``, ``proposed`` and ``accepted`` tokens, ``rollbacks`` (rows whose target
   cache lost rejected positions) and ``committed`` tokens;
+- ``batching``: of ``Engine.serve``: requests ``admitted`` into a slot, admissions into a slot
+  an earlier request had freed (``slots_reused``), batch ``steps``, loop ``bodies`` run (one per
+  group of requests that can share one in a step) and the ``rows`` those bodies ran;
 - ``runs``: requests completed; ``loop_iterations``: bodies executed.
 
 Every count goes through a method that holds one lock, so counts stay exact when runs share an
@@ -34,8 +37,10 @@ GROUPS = (
     "materialisations",
     "admission",
     "speculative",
+    "batching",
 )
 SPECULATIVE_KEYS = ("steps", "proposer_calls", "proposed", "accepted", "rollbacks", "committed")
+BATCHING = ("admitted", "slots_reused", "steps", "bodies", "rows")
 
 
 class Counters:
@@ -85,6 +90,7 @@ class Counters:
                     key: groups["admission"].get(key, 0) for key in ("admitted", "refused")
                 },
                 "speculative": {key: groups["speculative"].get(key, 0) for key in SPECULATIVE_KEYS},
+                "batching": {key: groups["batching"].get(key, 0) for key in BATCHING},
                 "runs": self._runs,
                 "loop_iterations": self._loop_iterations,
             }

@@ -15,18 +15,21 @@ and finish reasons are read from what the run published (``results.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .counters import Counters
-from .errors import RunError, UsageError
+from .errors import ReferenceRuntimeError, RunError, UsageError
 from .executors import load_sessions
 from .executors.adapters import select_adapters
 from .executors.base import RunContext, running
 from .package import Package, load_package
+from .package.rules.batching import batched_loop
 from .requests import API, PromptPreparer, Spelling, check_keywords, check_token_rows
-from .results import RunResult, TokenReader
+from .results import RunResult, ServedResult, TokenReader
 from .sessions import SessionStore
 from .workflow.admission import KvEstimator, check_budget
+from .workflow.batching import BatchServer, Pending
 from .workflow.compiled import CompiledInterpreter
 from .workflow.inputs import InputBinder, Request
 from .workflow.interpreter import Interpreter, dynamic_symbols
@@ -35,7 +38,14 @@ from .workflow.overrides import resolve_overrides
 EXECUTORS = ("ort", "native")
 DEVICES = ("cpu", "cuda")
 
-__all__ = ["Engine", "RunResult"]
+__all__ = ["Engine", "RunResult", "ServedResult"]
+
+# the keys a served request may carry: the keywords of ``run`` (no session, no overrides) and
+# its arrival step
+SERVE_KEYWORDS = (
+    "max_new_tokens", "seed", "greedy", "temperature", "top_k", "top_p", "min_p", "stop_on_eos",
+)  # fmt: skip
+SERVE_KEYS = ("prompt", "inputs", "arrival", *SERVE_KEYWORDS)
 
 
 class Engine:
@@ -88,6 +98,8 @@ class Engine:
 
         self._binder = InputBinder(package.metadata, dynamic_symbols(workflow), check_tokens)
         self._tokens = TokenReader(workflow)
+        self._batched = batched_loop(workflow)
+        self._server = None  # made on the first serve
 
     @classmethod
     def from_dir(
@@ -257,6 +269,147 @@ class Engine:
             events={k: list(v) for k, v in frame.outputs.events.items()},
             text=self._prompts.decode(tokens),
         )
+
+    # ------------------------------------------------------------------ serving
+
+    def serve(self, requests, *, slots=None, trace=None) -> Iterator[ServedResult]:
+        """Serve several requests in one continuous batch (docs/runtime.md, "Serving requests
+        in a continuous batch"); yields a :class:`ServedResult` per request as it finishes.
+
+        Each request is a mapping: ``prompt`` (one row), ``inputs``, the keywords of ``run``
+        (``max_new_tokens``, ``seed``, ``greedy``, ``temperature``, ``top_k``, ``top_p``,
+        ``min_p``, ``stop_on_eos``) and ``arrival``, the batch step from which it may be
+        admitted (default 0). ``slots`` (default: the contract's ``max_slots``) is how many
+        requests the batch holds at once. Every request is checked, bound and (under a KV
+        budget) admitted before anything runs: one refused request refuses them all, naming
+        it. ``trace``, a list, receives one record per batch step (which request each slot
+        held, each slot's ``accepted_len``, the liveness bit)."""
+        found = self._batched
+        if found is None:
+            raise UsageError(
+                "this package cannot be served in a continuous batch: its workflow has no "
+                "onnx-genai.continuous-batch component",
+                code="H124",
+                hint="Run its requests one at a time with run(), or serve a package whose "
+                "workflow declares the contract (a lowered bare decoder does, unless its "
+                "model.runtime_configurable.continuous_batching is false).",
+            )
+        component = self.package.metadata.workflow.components[found.component]
+        max_slots = int(dict(component.contract.parameters)["max_slots"])
+        if slots is None:
+            slots = max_slots
+        integer = isinstance(slots, int) and not isinstance(slots, bool)
+        if not integer or not 1 <= slots <= max_slots:
+            raise UsageError(
+                f"slots={slots!r}: this package's batch holds 1 to {max_slots} slots "
+                f"(max_slots of component {found.component!r})",
+                code="H124",
+                hint=f"Pass slots as a whole number from 1 to {max_slots}, or leave it out.",
+            )
+        if isinstance(requests, Mapping | str | bytes) or not hasattr(requests, "__iter__"):
+            raise RunError(
+                "H75",
+                f"requests must be a list of request mappings, not {type(requests).__name__}",
+                hint="Pass serve([{'prompt': [1, 2, 3], 'arrival': 0}, ...]).",
+            )
+        pending = [self._pending(i, request) for i, request in enumerate(list(requests))]
+        if self.kv_budget_bytes is not None:
+            for p in pending:
+                if p.kv_bytes > self.kv_budget_bytes:
+                    self._counters.add("admission", "refused")
+                    raise RunError(
+                        "H113",
+                        f"requests[{p.index}] needs {p.kv_bytes} bytes of KV but the budget "
+                        f"has {self.kv_budget_bytes}; nothing was served",
+                        hint="Shorten its prompt or lower its max_new_tokens, or load the "
+                        "engine with a larger kv_budget_bytes.",
+                    )
+            self._counters.add("admission", "admitted", len(pending))
+        return self._serve(found, pending, slots, trace)
+
+    def _pending(self, i: int, request) -> Pending:
+        """Request ``i`` checked and bound exactly as ``run`` checks and binds it."""
+        where = f"requests[{i}]"
+        if not isinstance(request, Mapping):
+            raise RunError(
+                "H75",
+                f"{where} is a {type(request).__name__}, not a mapping",
+                hint="Give each request as {'prompt': ..., 'max_new_tokens': ..., 'arrival': ...}.",
+            )
+        unknown = sorted(str(k) for k in request if k not in SERVE_KEYS)
+        if unknown:
+            why = (
+                " (a served request has no session and no overrides)"
+                if {"session_id", "overrides"} & set(unknown)
+                else ""
+            )
+            raise RunError(
+                "H75",
+                f"{where} has unknown key(s) {', '.join(unknown)}{why}",
+                hint=f"A served request may carry: {', '.join(SERVE_KEYS)}.",
+            )
+        arrival = request.get("arrival", 0)
+        if not isinstance(arrival, int) or isinstance(arrival, bool) or arrival < 0:
+            raise RunError(
+                "H75",
+                f"{where}.arrival is {arrival!r}, not a step number >= 0",
+                hint="Give arrival as a whole number of batch steps (0: from the start).",
+            )
+        spelling = Spelling(**{name: f"{where}.{name}" for name in Spelling.__dataclass_fields__})
+        keywords = {k: request.get(k) for k in SERVE_KEYWORDS}
+        keywords["stop_on_eos"] = request.get("stop_on_eos", True)
+        try:
+            prompt, inputs, keywords = self._checked(
+                request.get("prompt"), request.get("inputs"), keywords, spelling
+            )
+            stop_on_eos = keywords.pop("stop_on_eos")
+            prompt, inputs, _ = self._prompts.prepare(prompt, inputs, None)
+            bound = self._binder.bind(
+                Request(prompt=prompt, inputs=inputs, stop_on_eos=stop_on_eos, **keywords)
+            )
+        except ReferenceRuntimeError as exc:
+            if not exc.message.startswith(where):
+                exc.message = f"{where}: {exc.message}"
+                exc.args = (exc.message,)
+            raise
+        if (bound.batch or 1) != 1:
+            raise RunError(
+                "H75",
+                f"{where} carries {bound.batch} prompt rows; a served request carries one",
+                hint="Submit each row as a request of its own.",
+            )
+        kv = self._kv.needed(bound)[0] if self.kv_budget_bytes is not None else 0
+        adapters = select_adapters(self.package, bound.values)
+        return Pending(i, arrival, bound.values, bound.symbols, stop_on_eos, adapters, kv)
+
+    def _serve(self, found, pending, slots: int, trace) -> Iterator[ServedResult]:
+        if self._server is None:
+            workflow = self.package.metadata.workflow
+            plain = Interpreter(workflow, self._sessions, self._counters)
+            self._server = BatchServer(
+                workflow, plain, found, self._counters, plain.per_row_outputs
+            )
+
+        def context(p: Pending) -> RunContext:
+            return RunContext(p.stop_on_eos, None, p.adapters)
+
+        served = self._server.serve(pending, slots, context, running, self.kv_budget_bytes, trace)
+        for done in served:
+            frame = done.frame
+            outputs = frame.outputs.finish(frame.symbols)
+            self._counters.run_completed()
+            tokens, reasons = self._tokens.tokens(outputs, frame)
+            result = RunResult(
+                outputs=outputs,
+                tokens=tokens,
+                finish_reasons=reasons,
+                events={k: list(v) for k, v in frame.outputs.events.items()},
+                text=self._prompts.decode(tokens),
+            )
+            request = done.request
+            yield ServedResult(
+                request.index, request.arrival, done.admitted, done.finished, done.slot, result
+            )
 
     def kv_bytes_needed(self, prompt=None, inputs=None, *, session_id=None, **keywords) -> int:
         """The KV bytes ``run`` with these arguments would need (docs/runtime.md, "KV

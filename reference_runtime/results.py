@@ -32,6 +32,32 @@ class RunResult:
     text: list[str] | None = None  # per row, decoded by the package's tokenizer when it has one
 
 
+@dataclass(frozen=True)
+class ServedResult:
+    """One request of ``Engine.serve``, yielded when it finishes: its position among the
+    submitted requests (``index``), its ``arrival`` step, the step it was ``admitted`` at, the
+    step after which it ``finished``, the ``slot`` it held and its :class:`RunResult` (one
+    row)."""
+
+    index: int
+    arrival: int
+    admitted: int
+    finished: int
+    slot: int
+    result: RunResult
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "arrival": self.arrival,
+            "admitted": self.admitted,
+            "finished": self.finished,
+            "slot": self.slot,
+            "tokens": self.result.tokens[0] if self.result.tokens else None,
+            "finish_reason": self.result.finish_reasons[0] if self.result.finish_reasons else None,
+        }
+
+
 class TokenReader:
     """Reads the tokens output (the one whose role is ``tokens``) of a workflow's runs."""
 

@@ -30,7 +30,6 @@ UNSUPPORTED_CAPABILITIES = frozenset(
     {
         "explicit_transfer",  # only a planner inserts transfers; this runtime plans none
         "prefix_cache",
-        "continuous_batching",
         "packed_image_outputs",
         "position_program",
         "multi_axis_positions",
@@ -72,6 +71,7 @@ REFERENCE_SUPPORT = RuntimeSupport(
             "onnx-genai.autoregressive-decode@1",
             "onnx-genai.token-policy@1",
             "onnx-genai.speculative-block@1",
+            "onnx-genai.continuous-batch@1",
         }
     ),
     # the profile kinds the format's readers know; a profile declaring pooling or decoding is

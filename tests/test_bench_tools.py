@@ -61,3 +61,22 @@ def test_bench_speculative_runs(capsys):
     out = capsys.readouterr().out
     assert "| block/high |" in out and "| chained/low |" in out
     assert "| NO |" not in out
+
+
+def test_bench_batching_runs(capsys):
+    bench = tool("bench_batching")
+    code = bench.main(["--requests", "3", "--new-tokens", "3", "--samples", "1", "--slots", "2",
+                       "--executors", "ort"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out  # 1 would mean the served tokens differ from the one-by-one tokens
+    assert "| ort | slots 2 |" in out
+    assert "mismatch" not in out
+
+
+def test_bench_batching_reports_other_tokens_as_a_mismatch(monkeypatch, capsys):
+    bench = tool("bench_batching")
+    monkeypatch.setattr(bench, "batched", lambda engine, requests, slots: (1.0, [[0]] * 3))
+    code = bench.main(["--requests", "3", "--new-tokens", "2", "--samples", "1", "--slots", "2",
+                       "--executors", "ort"])  # fmt: skip
+    assert code == 1
+    assert "mismatch: other tokens" in capsys.readouterr().out

@@ -48,6 +48,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "component_sessions",
         "sampling",
         "kv_admission",
+        "continuous_batching",
     } == {c.suite for c in cases}
 
 
@@ -57,6 +58,8 @@ def test_features_are_derived_from_the_package():
     kv = package_features(load_document("kv_decoder"))
     assert {"loop", "branch", "per_row_emit", "session_state"} <= set(kv)
     assert "speculative" not in kv
+    assert "continuous_batching" in package_features(load_document("lowered_decoder"))
+    assert "continuous_batching" not in kv
 
 
 @pytest.mark.parametrize(

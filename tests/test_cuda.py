@@ -105,3 +105,19 @@ def test_host_reads_of_device_values_are_counted():
     back = to_host(DeviceValue(host), counters)
     assert back.tolist() == [0, 1, 2] and back is not host
     assert counters.snapshot()["materialisations"] == {"host_to_device": 0, "device_to_host": 1}
+
+
+@needs_cupy
+def test_serving_on_cuda_equals_the_cpu_solo_runs():
+    """Continuous batching on the device: each served request equals its CPU solo run."""
+    requests = [
+        {"prompt": [5, 6, 7, 8, 9], "max_new_tokens": 5},
+        {"prompt": [10], "max_new_tokens": 5, "arrival": 1},
+        {"prompt": [11, 12], "max_new_tokens": 5, "arrival": 2},
+    ]
+    cpu = Engine.from_dir(package_path("genai_decoder"), executor="native")
+    gpu = Engine.from_dir(package_path("genai_decoder"), executor="native", device="cuda")
+    served = {s.index: s.result.tokens[0] for s in gpu.serve(requests, slots=2)}
+    for i, request in enumerate(requests):
+        solo = cpu.run(prompt=[request["prompt"]], max_new_tokens=5).tokens[0]
+        assert served[i] == solo

@@ -17,7 +17,7 @@ from reference_runtime.cli import build_parser as runtime_parser
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 SUITES = ("acceptance", "fail_closed", "golden", "determinism", "rows", "executor", "parity",
-          "component_sessions", "sampling", "kv_admission")  # fmt: skip
+          "component_sessions", "sampling", "kv_admission", "continuous_batching")  # fmt: skip
 CASE_ID = re.compile(rf"\b((?:{'|'.join(SUITES)})/[A-Za-z0-9_./-]+)(<?)")
 COMMAND = re.compile(r"\b(conformance|reference-runtime)((?: +[-\w.:=/'\"\[\],@<>]+)*)")
 

@@ -35,7 +35,7 @@ def test_legacy_model_io_package_is_lowered_then_validated(upstream_dir):
     assert validate_package(upstream_dir / "tiny-llm") == []
     package = load_package(upstream_dir / "tiny-llm")
     assert package.provenance == "lowered"
-    assert set(package.metadata.workflow.components) == {"decoder", "policy"}
+    assert set(package.metadata.workflow.components) == {"decoder", "policy", "batch"}
 
 
 def _copy(upstream_dir, tmp_path, name):

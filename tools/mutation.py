@@ -248,6 +248,14 @@ HAND_WRITTEN = (
         "a speculative step leaves the target's rejected positions attended (no rollback)",
         (PLAIN, "golden/speculative_block/greedy_ragged_batch"),
     ),
+    HandWritten(
+        "serve_pads_right",
+        "workflow/batching.py",
+        "    return xp.concatenate((xp.zeros(shape, dtype=value.dtype), value), axis=axis)",
+        "    return xp.concatenate((value, xp.zeros(shape, dtype=value.dtype)), axis=axis)",
+        "a served batch pads shorter rows' KV on the right instead of the left",
+        (PLAIN, "rows/continuous_batching/genai_decoder/staggered_ragged"),
+    ),
 )
 
 

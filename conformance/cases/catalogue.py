@@ -28,6 +28,12 @@ judge a runtime on it. Suites:
   is refused (H113) publishing nothing, every other one gives its unbudgeted results (and the
   formula's, where the package has one), and a refused session turn leaves the session as it
   was; ``fail_closed/kv_admission/...`` holds the budgets refused at load (H114);
+- ``continuous_batching``: one-row requests with arrival steps served in one continuous batch
+  (the protocol's ``serve``, for runtimes declaring ``continuous_batching``;
+  :mod:`.batching`): each request's results equal its solo run (the run cases' goldens), the
+  schedule respects arrivals and slots, and freed slots are reused; with
+  ``determinism/continuous_batching/...``, ``rows/continuous_batching/...`` (each served request
+  equals the runtime's own solo run of it) and ``parity/continuous_batching/...``;
 - ``sampling``: a run case whose tokens the runtime draws itself (a bare decoder's sampled
   requests), judged by properties (:mod:`.sampling`): reproducible, within the filters, and
   distributed as the decoder's logits say. Its golden and parity cases compare exact draws, so
@@ -48,6 +54,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from fixtures import package_path
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
@@ -56,7 +64,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
 from ..protocol import Refused, Runtime, Unsupported
-from . import kv_admission, sampling
+from . import batching, kv_admission, sampling
 from .load_rules import BASES, MUTATIONS
 from .mutations import load_document
 from .run_cases import (
@@ -88,7 +96,7 @@ FAILURE_KINDS = {
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
 RUN_SUITES = (
     "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
-    "kv_admission",
+    "kv_admission", "continuous_batching",
 )  # fmt: skip
 
 
@@ -129,6 +137,8 @@ def package_features(document: dict) -> tuple[str, ...]:
         found.add("runtime_contracts")  # the runtime contracts a lowered decoder uses
     if "onnx-genai.speculative-block" in contracts:
         found.add("speculative_decoding")  # the runtime's speculative decoding contract
+    if "onnx-genai.continuous-batch" in contracts:
+        found.add("continuous_batching")
 
     def visit(steps):
         for step in steps or ():
@@ -700,6 +710,164 @@ def admission_catalogue() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ continuous batching
+
+
+def _serve(runtime: Runtime, root: Path, case: batching.BatchCase, executor=None) -> list[dict]:
+    path = str(root)
+    handle = runtime.load(path) if executor is None else runtime.load(path, executor=executor)
+    try:
+        return runtime.serve(handle, batching.requests(case), case.slots)
+    finally:
+        runtime.close(handle)
+
+
+def _served_outcome(problems: list[str], passed: str) -> Outcome:
+    return _verdict(problems, passed)
+
+
+def _judge_batch(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        want = batching.expected(case)
+        if want is None:
+            return Outcome(False, "no current golden for a served request's run case "
+                           "(run tools/regen_goldens.py)", "mismatch")  # fmt: skip
+        try:
+            served = _serve(runtime, root, case)
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        problems = batching.schedule_problems(case, served)
+        problems += batching.result_problems(want, served)
+        return _served_outcome(problems, "each request equals its solo run; the schedule "
+                               "respects arrivals and slots")  # fmt: skip
+
+    return judge
+
+
+def _judge_batch_determinism(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            first, second = _serve(runtime, root, case), _serve(runtime, root, case)
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        same_results = [
+            {**s, "tokens": [int(t) for t in np.asarray(s.get("tokens") or []).reshape(-1)]}
+            for s in first
+        ] == [
+            {**s, "tokens": [int(t) for t in np.asarray(s.get("tokens") or []).reshape(-1)]}
+            for s in second
+        ]
+        problems = [] if same_results else ["two serves of the same requests differ"]
+        return _served_outcome(problems, "two serves give identical results and schedules")
+
+    return judge
+
+
+def _judge_batch_rows(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            served = _serve(runtime, root, case)
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        solo = execute(runtime, batching.solo_run(case), root)
+        want = []
+        for i, result in enumerate(solo):
+            if result.get("error"):
+                return Outcome(False, f"request {i} alone was refused [{result['error']}]",
+                               "refused")  # fmt: skip
+            want.append(
+                {"tokens": result["tokens"][0], "finish_reason": result["finish_reasons"][0]}
+            )
+        problems = batching.result_problems(want, served)
+        return _served_outcome(problems, "each served request equals its solo run")
+
+    return judge
+
+
+def _judge_batch_parity(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        executors = list(runtime.describe().get("executors") or [])
+        if len(executors) < 2:
+            outcome = _judge_batch(case)(runtime, root)
+            got = f"one executor, against the goldens: {outcome.got}"
+            return Outcome(outcome.passed, got, outcome.kind)
+        try:
+            results = {e: _serve(runtime, root, case, e) for e in executors}
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        problems = []
+        for a, b in itertools.combinations(executors, 2):
+            want = [
+                {"tokens": s["tokens"], "finish_reason": s["finish_reason"]}
+                for s in sorted(results[a], key=lambda s: s["index"])
+            ]
+            problems += [f"{a} vs {b}: {p}" for p in batching.result_problems(want, results[b])]
+        return _served_outcome(problems, f"{', '.join(executors)} agree")
+
+    return judge
+
+
+def _judge_not_served(slots: int):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        handle = runtime.load(str(root))
+        try:
+            served = runtime.serve(handle, [{"prompt": [[5, 6, 7]], "max_new_tokens": 2}], slots)
+        except Refused as exc:
+            if "H124" in refusal_codes(exc.code):
+                return Outcome(True, f"refused [{exc.code}]")
+            return Outcome(False, f"refused [{exc.code}], not H124: {exc.message}", "wrong_code")
+        finally:
+            runtime.close(handle)
+        return Outcome(False, f"served {len(served)} request(s) without refusal", "not_refused")
+
+    return judge
+
+
+def batching_catalogue() -> list[Case]:
+    cases = []
+    refusals = (
+        (batching.NOT_SERVABLE.note, batching.NOT_SERVABLE.base, batching.NOT_SERVABLE.materialise,
+         1, f"a package that may not be batched ({batching.NOT_SERVABLE.describe()})"),
+        ("no_slots", batching.NO_SLOTS[0], _copy_base(batching.NO_SLOTS[0]), batching.NO_SLOTS[1],
+         "serving over 0 slots"),
+    )  # fmt: skip
+    for name, base, build, slots, what in refusals:
+        features = (*package_features(load_document(base)), "run", batching.FEATURE, "rule_codes")
+        cases.append(
+            Case(
+                f"fail_closed/continuous_batching/{name}",
+                "fail_closed",
+                features,
+                f"refused (H124) before anything is served: {what}",
+                build,
+                _judge_not_served(slots),
+                "H124",
+            )
+        )
+    for case in batching.CASES:
+        features = (*package_features(load_document(case.package)), "run", batching.FEATURE)
+        if "sampled" in case.tags:  # the runtime draws; exact draws for the goldens
+            features, sampled = (*features, "sampling"), ("reference_draws",)
+        else:
+            sampled = ()
+        build = _copy_base(case.package)
+        notes = f" ({case.notes})"
+        for ident, suite, expected, judge, extra in (
+            (f"continuous_batching/{case.id}", "continuous_batching",
+             "each served request equals its solo run (the golden); arrivals and slots "
+             "respected, freed slots reused", _judge_batch(case), sampled),
+            (f"determinism/continuous_batching/{case.id}", "determinism",
+             "two serves give identical results", _judge_batch_determinism(case), ()),
+            (f"rows/continuous_batching/{case.id}", "rows",
+             "each served request equals the runtime's own solo run of it",
+             _judge_batch_rows(case), ()),
+            (f"parity/continuous_batching/{case.id}", "parity", PARITY,
+             _judge_batch_parity(case), ("parity", *sampled)),
+        ):  # fmt: skip
+            cases.append(Case(ident, suite, (*features, *extra), expected + notes, build, judge))
+    return cases
+
+
 def catalogue() -> list[Case]:
     cases: list[Case] = []
     features = {base: package_features(load_document(base)) for base in BASES}
@@ -732,7 +900,7 @@ def catalogue() -> list[Case]:
                 rule=mutation.code,
             )
         )
-    return cases + run_catalogue() + admission_catalogue()
+    return cases + run_catalogue() + admission_catalogue() + batching_catalogue()
 
 
 def materialise(case_id: str, dest: Path) -> Path:

@@ -36,6 +36,9 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
         engine = handles[params["handle"]]
         if method == "run":
             return encode_result(runtime.run(engine, decode_request(params["request"])))
+        if method == "serve":  # the continuous_batching feature
+            requests = [decode_request(r) for r in params["requests"]]
+            return {"results": runtime.serve(engine, requests, params["slots"])}
         if method == "create_session":
             return {"session_id": runtime.create_session(engine)}
         if method == "reset_session":

@@ -103,6 +103,38 @@ class ReferenceRuntime:
             "diagnostics": {"counters": handle.counters},
         }
 
+    def serve(self, handle: Engine, requests: list[dict], slots: int) -> list[dict]:
+        """The ``continuous_batching`` feature: ``Engine.serve``."""
+        keys = ("prompt", "inputs", "max_new_tokens", "seed", "stop_on_eos", "arrival")
+        served = []
+        try:
+            for request in requests:
+                if request.get("session_id") is not None:
+                    raise Refused("run", "a served request has no session", "H75")
+            calls = [
+                {
+                    **{k: request[k] for k in keys if request.get(k) is not None},
+                    "greedy": request.get("greedy", True),
+                }
+                for request in requests
+            ]
+            for item in handle.serve(calls, slots=slots):
+                served.append(
+                    {
+                        "index": item.index,
+                        "admitted": item.admitted,
+                        "finished": item.finished,
+                        "slot": item.slot,
+                        "tokens": item.result.tokens[0] if item.result.tokens else None,
+                        "finish_reason": (
+                            item.result.finish_reasons[0] if item.result.finish_reasons else None
+                        ),
+                    }
+                )
+        except ReferenceRuntimeError as exc:
+            raise Refused("run", exc.message, exc.code) from exc
+        return served
+
     def create_session(self, handle: Engine) -> str:
         with _refused("run"):
             return handle.create_session()

@@ -104,6 +104,15 @@ class SubprocessRuntime:
         reply = self._call("run", {"handle": handle, "request": encode_request(request)})
         return decode_result(reply)
 
+    def serve(self, handle, requests: list[dict], slots: int) -> list[dict]:
+        """Only for a runtime declaring continuous_batching."""
+        params = {
+            "handle": handle,
+            "requests": [encode_request(r) for r in requests],
+            "slots": slots,
+        }
+        return self._call("serve", params)["results"]
+
     def create_session(self, handle) -> str:
         return self._call("create_session", {"handle": handle})["session_id"]
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from ..counters import Counters
 from ..package.model import AdapterImplementation, BindingImplementation, OnnxImplementation
+from ..package.runtime_contracts import BATCH_CONTRACT
 from .adapters import build_adapter_session
 from .base import BindingCopy, ComponentSession
+from .batching import ContinuousBatch
 from .decoding import build_contract_session
 from .native import NativeExecutor
 from .ort import OrtExecutor
@@ -34,6 +36,9 @@ def load_sessions(package, executor: str, device: str, counters: Counters) -> di
         if isinstance(impl, OnnxImplementation):
             sessions[name] = graphs.load(name, package.root / impl.artifact)
         elif isinstance(impl, BindingImplementation) and comp.contract is not None:
+            if comp.contract.id == BATCH_CONTRACT:
+                sessions[name] = ContinuousBatch(name, comp.contract.parameters)
+                continue
             sessions[name] = build_contract_session(package, name, comp, graphs, sessions)
         elif isinstance(impl, BindingImplementation):
             sessions[name] = BindingCopy(name)

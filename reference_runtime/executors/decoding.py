@@ -29,8 +29,8 @@ greedy (``temperature`` 0 or ``top_k`` 1; ties go to the lowest id) or seeded sa
 (temperature, then top-k, top-p and min-p filters; the random draw of row ``r`` at generated
 position ``n`` depends only on ``(seed[r], n)``, so it is reproducible and independent of the
 batch). A row stops with ``stop`` on an end id (when the request stops on end ids),
-``length`` at ``max_new_tokens`` (or the search ``max_length`` bound on prompt plus generated
-tokens) and ``context_length`` when the model's context is full. The end ids are the optional
+``length`` at ``max_new_tokens`` (int64 ``[1]`` for every row, or ``[batch]``, one per row;
+or the search ``max_length`` bound on prompt plus generated tokens) and ``context_length`` when the model's context is full. The end ids are the optional
 input port ``eos_token_ids`` (int64 ``[n]``); without it no token ends a row.
 """
 
@@ -232,7 +232,14 @@ class TokenPolicy(Session):
         active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
         generated = np.asarray(inputs["generated"], dtype=np.int64).reshape(-1)
         lengths = np.asarray(inputs["sequence_lengths"], dtype=np.int64).reshape(-1)
-        limit = int(np.asarray(inputs["max_new_tokens"]).reshape(-1)[0])
+        limits = np.asarray(inputs["max_new_tokens"], dtype=np.int64).reshape(-1)
+        if limits.size not in (1, batch):
+            raise RunError(
+                "H84",
+                f"component {self.component!r}: max_new_tokens holds {limits.size} values for "
+                f"{batch} rows (give one, or one per row)",
+            )
+        limits = np.broadcast_to(limits, (batch,))
         ends = inputs.get("eos_token_ids")
         eos = np.asarray(ends if ends is not None else (), dtype=np.int64).reshape(-1)
         params = {
@@ -247,7 +254,7 @@ class TokenPolicy(Session):
             count, total = generated[r] + 1, lengths[r] + 1
             if stop_on_eos and eos.size and token[r] in eos:
                 finish[r] = FINISH_STOP
-            elif count >= limit:
+            elif count >= limits[r]:
                 finish[r] = FINISH_LENGTH
             elif self.context_length and total >= self.context_length:
                 finish[r] = FINISH_CONTEXT

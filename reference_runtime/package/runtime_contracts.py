@@ -1,9 +1,10 @@
 """The runtime contracts this runtime implements, as the loader checks them (rule C92): the
-parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1`` or
-``onnx-genai.token-policy@1`` must declare (their executors are in ``executors/decoding.py``;
-docs/lowering.md describes them), and those of ``onnx-genai.speculative-block@1``
-(``executors/speculative.py``; docs/speculative.md; what it needs of the ``speculative`` section
-is checked by the F rules of ``rules/speculative.py``)."""
+parameters and ports a ``binding`` component keyed to ``onnx-genai.autoregressive-decode@1``,
+``onnx-genai.token-policy@1`` or ``onnx-genai.continuous-batch@1`` must declare (their
+executors are in ``executors/decoding.py`` and ``executors/batching.py``; docs/lowering.md
+describes them), and those of ``onnx-genai.speculative-block@1`` (``executors/speculative.py``;
+docs/speculative.md; what it needs of the ``speculative`` section is checked by the F rules of
+``rules/speculative.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from .artifacts import confine, graph_problems, load_model, signature
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
 SPECULATIVE_CONTRACT = "onnx-genai.speculative-block"
+BATCH_CONTRACT = "onnx-genai.continuous-batch"
+# the key under which a serving loop tells the batch executor how many requests wait for a slot
+# (in the running request's context state)
+BATCH_WAITING = "onnx-genai.continuous-batch/waiting"
 
 DECODE_PARAMETERS = {
     "artifact", "token_input", "logits_output", "attention_mask_input", "position_ids_input",
@@ -27,6 +32,10 @@ SPECULATIVE_PARAMETERS = {
 BLOCK_PARAMETERS = (
     "proposer_tokens_input", "proposer_mask_input", "proposer_positions_input", "proposal_output",
 )  # fmt: skip
+BATCH_PARAMETERS = {"max_slots"}
+# Input ports of runtime contracts that take one value for every row ([1]) or one per row
+# ([batch]): a served batch gives them one per row where its requests disagree.
+SHARED_OR_PER_ROW_PORTS = {POLICY_CONTRACT: frozenset({"max_new_tokens"})}
 # The decode contract's own ports; every other port of the component is a graph KV port.
 DECODE_INPUT_PORTS = ("tokens", "lengths", "attention_mask", "max_new_tokens")
 DECODE_OUTPUT_PORTS = ("logits", "attention_mask", "sequence_lengths", "capacity")
@@ -55,11 +64,13 @@ REQUIRED_PORTS = {
         ("tokens", "accepted_len", "next_active", "running", "done", "generated",
          "finish_reason", "pending", "pending_lengths", "target_mask"),
     ),
+    "onnx-genai.continuous-batch": (("active", "next_active", "accepted"), ("live", "accepted_len")),
 }  # fmt: skip
 KNOWN_PARAMETERS = {
     "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
     "onnx-genai.token-policy": POLICY_PARAMETERS,
     "onnx-genai.speculative-block": SPECULATIVE_PARAMETERS | set(BLOCK_PARAMETERS),
+    "onnx-genai.continuous-batch": BATCH_PARAMETERS,
 }
 OPTIONAL_PARAMETERS = {"onnx-genai.speculative-block": set(BLOCK_PARAMETERS)}
 

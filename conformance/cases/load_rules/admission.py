@@ -87,7 +87,7 @@ MUTATIONS = (
              "required_capabilities[0]", "unknown required capability"),
     Mutation("H73", "kv_decoder", (Set(("required_capabilities",), ["prefix_cache"]),),
              "required_capabilities[0]", "unsupported explicit capability"),
-    Mutation("H73", "kv_decoder", (Set(CAPS, [*KV_CAPS, "continuous_batching"]),),
+    Mutation("H73", "kv_decoder", (Set(CAPS, [*KV_CAPS, "prefix_cache"]),),
              "pipeline.workflow.manifest.capabilities[10]", "unsupported manifest capability"),
     Mutation("H73", "static_cache", (Set((*CAPS, 5), "vendor.fast_path"),),
              "pipeline.workflow.manifest.capabilities[5]", "unknown manifest capability"),

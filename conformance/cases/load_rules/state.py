@@ -55,6 +55,12 @@ def _conversation(prompt_input="request.input_ids", tokens_output="tokens", **ce
 
 
 MUTATIONS = (
+    # E122: a growing cell of the batched loop that the decode contract does not read (the
+    # lowered decoder's attention mask, with the decode step reading the prefill's instead)
+    Mutation("E122", "lowered_decoder",
+             (Set((*WF, "steps", 0, "steps", 2, "inputs", "attention_mask"),
+                  "prefill.attention_mask"),),
+             "pipeline.workflow.steps[0].carried[6]", "batched growing cell the decoder does not mask"),
     # E45: recurrence axis >= rank
     Mutation("E45", "kv_decoder",
              (Set((*ST, "token", "recurrence"),

@@ -18,7 +18,10 @@ from .abi import DecoderABI
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
+BATCH_CONTRACT = "onnx-genai.continuous-batch"
 CONTRACT_VERSION = "1"
+# the batch slots a lowered decoder's continuous-batch component allows (Engine.serve's default)
+LOWERED_MAX_SLOTS = 8
 
 
 def _contract(dtype: str, *shape, aligned: bool = True, optional: bool = False) -> dict:
@@ -69,6 +72,13 @@ def default_max_new_tokens(abi: DecoderABI) -> int:
     if isinstance(abi.context_length, int) and abi.context_length > 0:
         return abi.context_length
     return 256
+
+
+def batches(abi: DecoderABI) -> bool:
+    """Whether the lowered loop may be served in a continuous batch: unless the package's
+    ``model.runtime_configurable.continuous_batching`` says it may not."""
+    configurable = abi.carried.get("model", {}).get("runtime_configurable") or {}
+    return configurable.get("continuous_batching") is not False
 
 
 def lower_abi(abi: DecoderABI) -> dict:
@@ -127,7 +137,8 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "active": batch("bool", "batch"),
                 "generated": batch("int64", "batch"),
                 "sequence_lengths": batch("int64", "batch"),
-                "max_new_tokens": one,
+                # one bound for every row, or one per row (a served batch's requests)
+                "max_new_tokens": _contract("int64", "limits", aligned=False),
                 "temperature": batch("float32", "batch"),
                 "top_k": batch("int64", "batch"),
                 "top_p": batch("float32", "batch"),
@@ -153,6 +164,25 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "max_length": abi.max_length,
                 "pad_token_id": abi.pad_token_id,
             },
+        },
+    }
+    batcher = {
+        "implementation": {"kind": "binding"},
+        "ports": {
+            "inputs": {
+                "active": batch("bool", "batch"),
+                "next_active": batch("bool", "batch"),
+                "accepted": batch("int64", "batch"),
+            },
+            "outputs": {
+                "live": _contract("bool", 1, aligned=False),
+                "accepted_len": batch("int64", "batch"),
+            },
+        },
+        "contract": {
+            "id": BATCH_CONTRACT,
+            "version": CONTRACT_VERSION,
+            "parameters": {"max_slots": LOWERED_MAX_SLOTS},
         },
     }
     # A request that does not say takes generation.defaults first (do_sample, temperature,
@@ -335,6 +365,13 @@ def lower_abi(abi: DecoderABI) -> dict:
             **{p.output: f"step.{p.output}" for p in abi.kv},
         },
     }
+    # the batch's liveness bit and each row's progress in this step (one token per row that ran)
+    progress = {
+        "kind": "invoke",
+        "component": "batch",
+        "inputs": {"active": "active", "next_active": "step.active", "accepted": "package.one_row"},
+        "outputs": {"live": "step.live", "accepted_len": "step.accepted_len"},
+    }
     carried = [
         {"cell": "logits", "next": "step.logits"},
         {"cell": "active", "next": "step.active"},
@@ -348,7 +385,7 @@ def lower_abi(abi: DecoderABI) -> dict:
     loop = {
         "kind": "loop",
         "setup": [prefill],
-        "steps": [select, emit, decode],
+        "steps": [select, emit, decode, *([progress] if batches(abi) else [])],
         "continue_when": "active",
         "max_iterations": "request.max_new_tokens",
         "carried": carried,
@@ -364,6 +401,10 @@ def lower_abi(abi: DecoderABI) -> dict:
         "loop_carried_state", "control_flow_loop", "serving_service_contract", "kv_cache",
         "session_state_lease",
     ]  # fmt: skip
+    components = {"decoder": decoder, "policy": policy}
+    if batches(abi):
+        capabilities.append("continuous_batching")
+        components["batch"] = batcher
     document = {"schema_version": "1.0", **abi.carried}
     if abi.defaults and "generation" not in document:
         document["generation"] = {"defaults": dict(abi.defaults)}
@@ -372,7 +413,7 @@ def lower_abi(abi: DecoderABI) -> dict:
             "manifest": {"capabilities": capabilities},
             "inputs": inputs,
             "outputs": outputs,
-            "components": {"decoder": decoder, "policy": policy},
+            "components": components,
             "state": state,
             "serving": serving,
             "steps": [loop, finish],

@@ -9,7 +9,17 @@ rule is enforced, for the generated ``docs/rules.md``.
 
 from __future__ import annotations
 
-from . import adapters, admission, components, files, inputs, speculative, state, steps
+from . import (
+    adapters,
+    admission,
+    batching,
+    components,
+    files,
+    inputs,
+    speculative,
+    state,
+    steps,
+)
 from .context import Ctx
 
 CHECKS = (
@@ -21,6 +31,7 @@ CHECKS = (
     state.check,
     speculative.check,
     adapters.check,
+    batching.check,
     admission.check,
 )
 

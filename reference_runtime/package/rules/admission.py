@@ -8,6 +8,7 @@ from ... import dtypes
 from ...support import KNOWN_CAPABILITIES
 from ..abis import ADAPTER_ABIS, ADAPTIVE_PROPOSAL_BUDGET
 from ..model import AdapterImplementation, BoundedRecurrence
+from ..runtime_contracts import BATCH_CONTRACT
 from .context import Ctx
 
 MANIFEST = ("pipeline", "workflow", "manifest", "capabilities")
@@ -61,6 +62,8 @@ def derived_capabilities(ctx: Ctx) -> dict[str, str]:
         spec = ADAPTER_ABIS.get(abi)
         if spec is not None and spec.capability and spec.capability not in need:
             need[spec.capability] = f"a component with ABI or contract {abi}"
+    if BATCH_CONTRACT in contract_ids:
+        need["continuous_batching"] = f"a component with contract {BATCH_CONTRACT}"
     if ADAPTIVE_PROPOSAL_BUDGET in contract_ids:
         need["adaptive_proposal_budget"] = f"a component with contract {ADAPTIVE_PROPOSAL_BUDGET}"
     return need

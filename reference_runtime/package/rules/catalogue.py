@@ -1021,6 +1021,33 @@ RULE_LIST: tuple[Rule, ...] = (
         "writes them for you from the decoder's ABI.",
     ),
     _r(
+        "C120",
+        "continuous-batch-placement",
+        "A `binding` component keyed to `onnx-genai.continuous-batch` that is not invoked exactly "
+        "once, directly in the body of a top-level loop (the loop it batches), or a second such "
+        "component.",
+        "Invoke the one continuous-batch component once in the body of the top-level loop to "
+        'batch (docs/runtime.md, "Serving requests in a continuous batch").',
+    ),
+    _r(
+        "C121",
+        "continuous-batch-slots",
+        "The `max_slots` parameter of an `onnx-genai.continuous-batch` component is not a whole "
+        "number >= 1.",
+        "Set `max_slots` to the most requests one batch may hold (an integer >= 1).",
+    ),
+    _r(
+        "E122",
+        "continuous-batch-state",
+        "A workflow that batches a loop without a `serving` section, or whose batched loop "
+        "carries a cell the runtime cannot split into requests' rows: a session cell, a cell without a request axis, a bounded cell, or a growing cell that no "
+        "`onnx-genai.autoregressive-decode` component reads as past KV or attention mask (the "
+        "only growing values whose padding the runtime knows to be masked).",
+        "Declare `serving`; give the cell a request-aligned `batch_layout`, keep session and "
+        "bounded state out of the batched loop, and pass growing state to the decode contract; or remove the "
+        "continuous-batch component.",
+    ),
+    _r(
         "H93",
         "unsupported-feature",
         "A feature the format defines and this runtime does not implement: a preprocessing "
@@ -1225,6 +1252,14 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "Shorten the prompt, lower max_new_tokens or send fewer rows (reset a long session), or "
        "load the engine with a larger budget; the message gives the bytes needed and available.",
        phase="run"),
+    _r("H124", "not-servable",
+       "`Engine.serve` (or `reference-runtime serve`) on a package whose workflow has no "
+       "`onnx-genai.continuous-batch` component (a bare decoder whose "
+       "`model.runtime_configurable.continuous_batching` is false lowers without one), or a "
+       "`slots` outside 1..`max_slots`. Refused before any request runs.",
+       "Serve a package that declares the contract, run its requests one at a time with "
+       "`run`, or ask for at most `max_slots` slots.",
+       phase="run", kind="unsupported"),
     _r("H114", "kv-budget-refused",
        "`kv_budget_bytes` is not an integer >= 0, or the package's KV cannot be bounded before a "
        "request runs (a service-group cell without a shape or a byte-sized dtype, a growing "

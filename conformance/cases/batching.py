@@ -1,0 +1,224 @@
+"""Continuous batching cases: a runtime declaring ``continuous_batching`` serves several
+one-row requests, each with an arrival step, in one continuous batch (the protocol's ``serve``
+method; docs/conformance.md).
+
+Each case takes rows of the requests of run cases of one package (a batched request's row is a
+request of its own), gives each an arrival step and serves them over a number of slots. The
+formula of every case: **each request's results are its solo run's**, which the run case's
+golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it). Suites:
+
+- ``continuous_batching/<case>``: every request is served once; its tokens and finish reason
+  equal the golden's row; it is admitted no earlier than it arrived and finishes no earlier
+  than it was admitted; no more requests overlap than there are slots, and no two overlap in
+  one slot; where there are more requests than slots, a freed slot is reused;
+- ``determinism/continuous_batching/<case>``: serving twice gives identical results;
+- ``rows/continuous_batching/<case>``: each served request equals the runtime's own ``run`` of
+  it alone (whatever shared the batch, whenever it was admitted);
+- ``parity/continuous_batching/<case>``: every pair of the runtime's executors serves the same
+  results (with fewer than two executors: against the goldens);
+- ``fail_closed/continuous_batching/<case>``: serving a package whose
+  ``model.runtime_configurable.continuous_batching`` is false, or over no slots, is refused
+  (H124) before anything is served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fixtures.generators import RUN_CASES
+from fixtures.generators.cases import RunCase
+
+from .. import goldens
+from .mutations import Mutation, Set
+from .run_cases import solo_request
+
+FEATURE = "continuous_batching"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Row ``row`` of request ``request`` of run case ``run``, arriving at step ``arrival``."""
+
+    run: str
+    request: int
+    row: int
+    arrival: int
+
+
+@dataclass(frozen=True)
+class BatchCase:
+    id: str
+    package: str
+    slots: int
+    sources: tuple[Source, ...]
+    notes: str
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
+    return tuple(Source(run, request, row, at) for row, at in enumerate(arrivals))
+
+
+CASES = (
+    BatchCase(
+        "genai_decoder/staggered_ragged",
+        "genai_decoder",
+        2,
+        _rows("genai_decoder/greedy_ragged_batch", 0, (0, 2, 5)),
+        "three prompts of different lengths arriving at steps 0, 2 and 5 into two slots: the "
+        "third waits for a freed slot",
+    ),
+    BatchCase(
+        "genai_decoder/mixed_requests",
+        "genai_decoder",
+        3,
+        (
+            *_rows("genai_decoder/greedy_equal_rows", 0, (1, 0, 4)),
+            *_rows("genai_decoder/greedy_ragged_batch", 0, (0, 3, 3)),
+        ),
+        "rows of two run cases interleaved over three slots, two arriving at once",
+    ),
+    BatchCase(
+        "genai_decoder/one_slot",
+        "genai_decoder",
+        1,
+        _rows("genai_decoder/greedy_ragged_batch", 0, (2, 0, 0)),
+        "one slot: the requests run one after another, the slot reused by each",
+    ),
+    BatchCase(
+        "genai_decoder/seeded_sampling",
+        "genai_decoder",
+        3,
+        _rows("genai_decoder/seeded_sampling", 0, (0, 1, 1)),
+        "seeded sampled rows: a row's draws depend on its seed and position only",
+        ("sampled",),
+    ),
+    BatchCase(
+        "genai_decoder_multi_eos/end_ids_free_slots",
+        "genai_decoder_multi_eos",
+        2,
+        _rows("genai_decoder_multi_eos/either_end_id_stops", 0, (0, 0, 1, 3)),
+        "rows stopping on either end id free their slots at different steps",
+    ),
+    BatchCase(
+        "model_io_decoder/staggered_ragged",
+        "model_io_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (1, 0, 2)),
+        "the same decoder described by legacy model.io",
+    ),
+)
+
+
+# Refused before anything is served (H124): a package that says continuous batching may not be
+# enabled (upstream's `model.runtime_configurable.continuous_batching: false`), and a batch of
+# no slots. Suite `fail_closed` (`fail_closed/continuous_batching/<case>`).
+NOT_SERVABLE = Mutation(
+    "H124",
+    "model_io_decoder",
+    (Set(("model", "runtime_configurable"), {"continuous_batching": False}),),
+    "model.runtime_configurable",
+    "not_servable",
+)
+NO_SLOTS = ("genai_decoder", 0)
+
+
+def run_case(run_id: str) -> RunCase:
+    return next(r for r in RUN_CASES if r.id == run_id)
+
+
+def requests(case: BatchCase) -> list[dict]:
+    """The served requests, in the protocol's form (one prompt row each, plus ``arrival``)."""
+    out = []
+    for source in case.sources:
+        run = run_case(source.run)
+        solo = solo_request(run, dict(run.requests[source.request]), source.row)
+        solo.pop("session_id", None)
+        solo["arrival"] = source.arrival
+        out.append(solo)
+    return out
+
+
+def solo_run(case: BatchCase) -> RunCase:
+    """Each served request alone, without its arrival: what the rows suite runs."""
+    alone = [{k: v for k, v in r.items() if k != "arrival"} for r in requests(case)]
+    return RunCase(case.id, case.package, tuple(alone))
+
+
+def expected(case: BatchCase) -> list[dict] | None:
+    """Each request's tokens and finish reason, from its run case's golden (None when a golden
+    is missing or was made from another fixture)."""
+    out = []
+    for source in case.sources:
+        golden = goldens.load(source.run)
+        if golden is None:
+            return None
+        if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(case.package):
+            return None
+        result = golden["results"][source.request]
+        out.append(
+            {
+                "tokens": result["tokens"][source.row],
+                "finish_reason": result["finish_reasons"][source.row],
+            }
+        )
+    return out
+
+
+def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
+    """What the reported schedule breaks: each request served once, admitted no earlier than
+    it arrived, slots within range and never shared at once, at most ``slots`` at a time, and
+    a freed slot reused where there are more requests than slots."""
+    problems = []
+    indices = sorted(s.get("index") for s in served)
+    if indices != list(range(len(case.sources))):
+        return [f"served indices {indices}, expected each of 0..{len(case.sources) - 1} once"]
+    spans = []
+    for s in served:
+        i, arrival = s["index"], case.sources[s["index"]].arrival
+        admitted, finished, slot = s.get("admitted"), s.get("finished"), s.get("slot")
+        if not all(isinstance(v, int) for v in (admitted, finished, slot)):
+            problems.append(f"request {i}: admitted/finished/slot are not integers")
+            continue
+        if admitted < arrival:
+            problems.append(
+                f"request {i} admitted at step {admitted}, before it arrived ({arrival})"
+            )
+        if finished < admitted:
+            problems.append(f"request {i} finished at step {finished}, before its admission")
+        if not 0 <= slot < case.slots:
+            problems.append(f"request {i} in slot {slot}, outside 0..{case.slots - 1}")
+        spans.append((admitted, finished, slot, i))
+    if problems:
+        return problems
+    for step in range(max(f for _, f, _, _ in spans) + 1):
+        here = [(slot, i) for a, f, slot, i in spans if a <= step <= f]
+        if len(here) > case.slots:
+            problems.append(f"step {step}: {len(here)} requests in {case.slots} slots")
+        slots = [slot for slot, _ in here]
+        if len(set(slots)) != len(slots):
+            problems.append(f"step {step}: two requests share a slot ({sorted(here)})")
+    if len(spans) > case.slots and len({slot for _, _, slot, _ in spans}) == len(spans):
+        problems.append("more requests than slots, yet no slot was reused")
+    return problems
+
+
+def result_problems(want: list[dict], served: list[dict]) -> list[str]:
+    """Where the served tokens or finish reasons differ from ``want`` (per request index)."""
+    problems = []
+    by_index = {s["index"]: s for s in served}
+    for i, w in enumerate(want):
+        got = by_index.get(i)
+        if got is None:
+            continue
+        tokens = [int(t) for t in np.asarray(got.get("tokens") or []).reshape(-1)]
+        if tokens != list(w["tokens"]):
+            problems.append(f"request {i}: tokens {tokens}, expected {list(w['tokens'])}")
+        if got.get("finish_reason") != w["finish_reason"]:
+            problems.append(
+                f"request {i}: finish reason {got.get('finish_reason')!r}, expected "
+                f"{w['finish_reason']!r}"
+            )
+    return problems
