@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..mutations import Delete, DeleteFile, Insert, Mutation, Set, Symlink, WriteFile
+from ..mutations import Delete, DeleteFile, EditJson, Insert, Mutation, Set, Symlink, WriteFile
 
 WF = ("pipeline", "workflow")
 CAPS = (*WF, "manifest", "capabilities")
@@ -57,6 +57,13 @@ ESCAPING_PROJECTOR = projector_graph(
 assert onnx.load_from_string(ESCAPING_PROJECTOR).graph.initializer[0].external_data
 
 IMAGE_TRANSFORMS = ("preprocessing", "image", "transforms")
+# An audio program padding on both sides (the format's modes are open; this runtime pads
+# right or left). The media package has no audio-preprocess adapter to run it (G69 too).
+AUDIO_CENTER_PAD = {
+    "transforms": [{"op": "decode"}, {"op": "pad", "target_length": 16, "mode": "center"}],
+    "outputs": [{"name": "pre.samples", "source": "pad", "content": "samples",
+                 "dtype": "float32"}],
+}  # fmt: skip
 ORT_WEIGHTS = {
     "location": "adapters/red/adapter.onnx_adapter",
     "loader_capability": "onnxruntime.lora-adapter@1",
@@ -82,6 +89,8 @@ MUTATIONS = (
              "pipeline.workflow.manifest.capabilities", "loop iteration not in the manifest"),
     Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "grammar_guidance_adapter")),),
              "pipeline.workflow.manifest.capabilities", "grammar adapter not in the manifest"),
+    Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "typed_emit")),),
+             "pipeline.workflow.manifest.capabilities", "emit step not in the manifest"),
     # ---------------------------------------------------------------- H73 unsupported
     Mutation("H73", "kv_decoder", (Set(("required_capabilities",), ["teleportation"]),),
              "required_capabilities[0]", "unknown required capability"),
@@ -128,6 +137,10 @@ MUTATIONS = (
              "preprocessing.image.transforms[1].op", "resize mode other than stretch"),
     Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 2, "mean"), [0.5, 0.5, 0.5]),),
              "preprocessing.image.transforms[2].op", "parameter the operation does not take"),
+    Mutation("H93", "media", (Delete((*IMAGE_TRANSFORMS, 2, "scale")),),
+             "preprocessing.image.transforms[2].op", "rescale without scale"),
+    Mutation("H93", "media", (Set(("preprocessing", "audio"), AUDIO_CENTER_PAD),),
+             "preprocessing.audio.transforms[1].op", "audio pad mode it does not implement"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
              "generation.defaults.num_beams", "beam search default"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
@@ -155,6 +168,9 @@ MUTATIONS = (
              "state that only works aliased"),
     Mutation("H93", "kv_decoder", (Set(("hardware_requirements", "required_dtypes", 1), "int4"),),
              "hardware_requirements.required_dtypes[1]", "required dtype it cannot compute"),
+    Mutation("H93", "kv_decoder",
+             (Set(("hardware_requirements", "required_dtypes", 1), "string"),),
+             "hardware_requirements.required_dtypes[1]", "required string dtype"),
     Mutation("H93", "kv_decoder", (Set((*WF, "inputs", "request.extra"), FLOAT8_INPUT),),
              'pipeline.workflow.inputs["request.extra"].contract.dtype',
              "dtype without an array type"),
@@ -167,10 +183,20 @@ MUTATIONS = (
              "model.io.kv_outputs", "unpaired KV names"),
     Mutation("H91", "model_io_decoder", (Set(("model", "io", "position_ids_input"), "pos"),),
              "model.io.position_ids_input", "position input the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "vocab_size"), 128),),
+             "model.vocab_size", "vocab_size unlike the logits"),
+    Mutation("H91", "genai_decoder",
+             (EditJson("genai_config.json", (Set(("model", "vocab_size"), 128),)),),
+             '["genai_config.json"].model.vocab_size', "genai vocab_size unlike the logits"),
+    Mutation("H91", "genai_decoder",
+             (EditJson("genai_config.json", (Set(("engine",), {"dynamic_batching": True}),)),),
+             '["genai_config.json"].engine', "unknown genai_config section"),
     # ---------------------------------------------------------------- H93 unimplemented model.io
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "inputs_embeds_input"), "inputs_embeds"),),
              "model.io.inputs_embeds_input", "embeddings as a sequence input"),
+    Mutation("H93", "model_io_decoder", (Delete(("model", "io", "logits_output")),),
+             "model.io.logits_output", "logits output not declared"),
     Mutation("H93", "model_io_decoder", (Set(("model", "io", "kv_ownership"), "shared"),),
              "model.io.kv_ownership", "KV owned by another graph"),
     Mutation("H93", "model_io_decoder",

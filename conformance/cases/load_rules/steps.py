@@ -162,6 +162,10 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].max_iterations", "per-row max_iterations"),
     Mutation("D30", "kv_decoder", (Set((*TURNS, "max_iterations"), "package.once"),),
              "pipeline.workflow.steps[1].max_iterations", "bool max_iterations"),
+    Mutation("D30", "kv_decoder",
+             (Set((*WF, "inputs", "package.grid"), _literal("int64", 1, 1, default=1)),
+              Set((*TURNS, "max_iterations"), "package.grid")),
+             "pipeline.workflow.steps[1].max_iterations", "rank-2 max_iterations"),
     # ------------------------------------------------------------------ D31
     Mutation("D31", "kv_decoder", (Set((*LOOP, "iteration", "contract", "dtype"), "int32"),),
              "pipeline.workflow.steps[0].iteration.contract.dtype", "int32 iteration"),
@@ -283,6 +287,10 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].steps[2].valid_length", "bool valid_length"),
     Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.token"),),
              "pipeline.workflow.steps[0].steps[2].valid_length", "rank-2 valid_length"),
+    Mutation("D38", "kv_decoder",
+             (Set((*WF, "inputs", "package.pair"), _literal("int64", 1, 1, default=0)),
+              Set((*BODY, 2, "value"), "package.pair")),
+             "pipeline.workflow.steps[0].steps[2].value", "per-row emit of a shared value"),
     # ------------------------------------------------------------------ D39
     Mutation("D39", "media", (Set((*S, 3, "value"), "request.image"),),
              "pipeline.workflow.steps[3].value", "emit of the wrong dtype"),
