@@ -129,6 +129,7 @@ MUTATIONS = (
     Mutation("H74", "kv_decoder",
              (Delete(("pipeline",)), Delete(("generation",)), Delete(("profiles",))),
              "pipeline", "no pipeline"),
+    Mutation("H74", "lora", (Delete(("pipeline",)),), "pipeline", "adapters without a pipeline"),
     # ---------------------------------------------------------------- H93 unsupported features
     Mutation("H93", "media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "patchify", "patch_size": 2,
                                                            "outputs": ["patches"]}),),
@@ -191,6 +192,11 @@ MUTATIONS = (
     Mutation("H91", "genai_decoder",
              (EditJson("genai_config.json", (Set(("engine",), {"dynamic_batching": True}),)),),
              '["genai_config.json"].engine', "unknown genai_config section"),
+    # search is optional: a folder without it is read on, to its broken tokenizer
+    Mutation("C83", "genai_decoder",
+             (EditJson("genai_config.json", (Delete(("search",)),)),
+              WriteFile("tokenizer.json", b"not a tokenizer")),
+             "tokenizer.json", "genai folder without search and a broken tokenizer"),
     # ---------------------------------------------------------------- H93 unimplemented model.io
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "inputs_embeds_input"), "inputs_embeds"),),
