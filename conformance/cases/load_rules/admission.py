@@ -50,6 +50,33 @@ def projector_graph(external: dict[str, str]) -> bytes:
     return model.SerializeToString()
 
 
+def split_axis_decoder() -> bytes:
+    """A decoder graph for the genai_decoder folder (its names, one layer) whose past value
+    puts the sequence on axis 3, the past key on axis 2: one KV cache cannot hold both."""
+    info = helper.make_tensor_value_info
+    past = {"key": ["batch", 4, "past_sequence", 8], "value": ["batch", 4, 8, "past_sequence"]}
+    present = {"key": ["batch", 4, "total_sequence", 8],
+               "value": ["batch", 4, 8, "total_sequence"]}  # fmt: skip
+    inputs = [info(n, TensorProto.INT64, ["batch", s])
+              for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
+                           ("position_ids", "sequence"))]  # fmt: skip
+    inputs += [info(f"past_key_values.0.{k}", TensorProto.FLOAT, d) for k, d in past.items()]
+    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
+    outputs += [info(f"present.0.{k}", TensorProto.FLOAT, d) for k, d in present.items()]
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
+        helper.make_node("Expand", ["column", "vocab"], ["logits"]),
+        helper.make_node("Identity", ["past_key_values.0.key"], ["present.0.key"]),
+        helper.make_node("Identity", ["past_key_values.0.value"], ["present.0.value"]),
+    ]
+    constants = [helper.make_tensor("last", TensorProto.INT64, [1], [2]),
+                 helper.make_tensor("vocab", TensorProto.INT64, [3], [1, 1, 96])]  # fmt: skip
+    graph = helper.make_graph(nodes, "split_axis", inputs, outputs, initializer=constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model.SerializeToString()
+
+
 # The projector with its initializer stored outside the package.
 ESCAPING_PROJECTOR = projector_graph(
     {"location": "../projector.onnx.data", "offset": "0", "length": "16"}
@@ -192,6 +219,9 @@ MUTATIONS = (
     Mutation("H91", "genai_decoder",
              (EditJson("genai_config.json", (Set(("engine",), {"dynamic_batching": True}),)),),
              '["genai_config.json"].engine', "unknown genai_config section"),
+    Mutation("H91", "genai_decoder", (WriteFile("model.onnx", split_axis_decoder()),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV inputs on two sequence axes"),
     # search is optional: a folder without it is read on, to its broken tokenizer
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
