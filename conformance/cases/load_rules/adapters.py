@@ -67,8 +67,6 @@ MUTATIONS = (
              "adapters.target_manifest.targets", "no targets"),
     Mutation("G64", "lora", (Set(ART, {}),),
              "adapters.artifacts", "no artifacts"),
-    Mutation("G64", "lora", (Set(TGT, []),),
-             "adapters.target_manifest.targets", "no targets for the declared artifacts"),
     # ---------------------------------------------------------------- G65 selection inputs
     Mutation("G65", "lora", (Set((*INP, "request.adapter_segments", "contract", "shape"),
                                  ["batch", 3]),),
@@ -187,10 +185,9 @@ MUTATIONS = (
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
                                  "adapters/peft/adapter_config.json"),),
              "adapters.artifacts.red.weights[0].location", "weights under another alias"),
-    # `..` inside the alias folder: the path also breaks the package's confinement (H74)
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
-                                 "adapters/red/../red/adapter.json"),),
-             "adapters.artifacts.red.weights[0].location", "weights through .. in their folder"),
+                                 "adapters\\red\\adapter.json"),),
+             "adapters.artifacts.red.weights[0].location", "weights path with backslashes"),
     Mutation("G67", "lora", (Set((*ART, "red", "bindings", 0, "weight_key"), " "),),
              "adapters.artifacts.red.bindings[0]", "blank binding weight_key"),
     Mutation("G67", "lora", (Set((*ART, "red", "bindings", 0, "target"), "embedding"),),

@@ -84,13 +84,6 @@ ESCAPING_PROJECTOR = projector_graph(
 assert onnx.load_from_string(ESCAPING_PROJECTOR).graph.initializer[0].external_data
 
 IMAGE_TRANSFORMS = ("preprocessing", "image", "transforms")
-# An audio program padding on both sides (the format's modes are open; this runtime pads
-# right or left). The media package has no audio-preprocess adapter to run it (G69 too).
-AUDIO_CENTER_PAD = {
-    "transforms": [{"op": "decode"}, {"op": "pad", "target_length": 16, "mode": "center"}],
-    "outputs": [{"name": "pre.samples", "source": "pad", "content": "samples",
-                 "dtype": "float32"}],
-}  # fmt: skip
 ORT_WEIGHTS = {
     "location": "adapters/red/adapter.onnx_adapter",
     "loader_capability": "onnxruntime.lora-adapter@1",
@@ -167,8 +160,6 @@ MUTATIONS = (
              "preprocessing.image.transforms[2].op", "parameter the operation does not take"),
     Mutation("H93", "media", (Delete((*IMAGE_TRANSFORMS, 2, "scale")),),
              "preprocessing.image.transforms[2].op", "rescale without scale"),
-    Mutation("H93", "media", (Set(("preprocessing", "audio"), AUDIO_CENTER_PAD),),
-             "preprocessing.audio.transforms[1].op", "audio pad mode it does not implement"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
              "generation.defaults.num_beams", "beam search default"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
@@ -226,7 +217,7 @@ MUTATIONS = (
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
               WriteFile("tokenizer.json", b"not a tokenizer")),
-             "tokenizer.json", "genai folder without search and a broken tokenizer"),
+             "<document>", "genai folder without search and a broken tokenizer"),
     # ---------------------------------------------------------------- H93 unimplemented model.io
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "inputs_embeds_input"), "inputs_embeds"),),

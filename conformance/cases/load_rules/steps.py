@@ -287,10 +287,6 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].steps[2].valid_length", "bool valid_length"),
     Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.token"),),
              "pipeline.workflow.steps[0].steps[2].valid_length", "rank-2 valid_length"),
-    Mutation("D38", "kv_decoder",
-             (Set((*WF, "inputs", "package.pair"), _literal("int64", 1, 1, default=0)),
-              Set((*BODY, 2, "value"), "package.pair")),
-             "pipeline.workflow.steps[0].steps[2].value", "per-row emit of a shared value"),
     # ------------------------------------------------------------------ D39
     Mutation("D39", "media", (Set((*S, 3, "value"), "request.image"),),
              "pipeline.workflow.steps[3].value", "emit of the wrong dtype"),
