@@ -99,7 +99,7 @@ class ReplaceText:
         return text.replace(self.old, self.new, self.count)
 
     def describe(self) -> str:
-        return f"in the metadata text, replace `{self.old.strip()}` with `{self.new.strip()}`"
+        return f"in the metadata text, replace `{_clip(self.old)}` with `{_clip(self.new)}`"
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,25 @@ class GrowFile:
 
     def describe(self) -> str:
         return f"append a comment to `{self.relpath}` until it holds {self.size} bytes"
+
+
+@dataclass(frozen=True)
+class EditJson:
+    """Apply document edits (``Set``, ``Delete``) to a JSON file of the package other than the
+    metadata document (an onnxruntime-genai folder's ``genai_config.json``)."""
+
+    relpath: str
+    edits: tuple
+
+    def apply_files(self, root: Path) -> None:
+        target = root / self.relpath
+        doc = json.loads(target.read_text())
+        for edit in self.edits:
+            edit.apply(doc)
+        target.write_text(json.dumps(doc, indent=2) + "\n")
+
+    def describe(self) -> str:
+        return f"in `{self.relpath}`, " + "; ".join(e.describe() for e in self.edits)
 
 
 @dataclass(frozen=True)
@@ -221,6 +240,12 @@ def _get(doc, path):
 
 def _parent(doc, path):
     return _get(doc, path[:-1]), path[-1]
+
+
+def _clip(text: str) -> str:
+    """Text as an example shows it: stripped, and cut short past 100 characters."""
+    text = text.strip()
+    return text if len(text) <= 100 else f"{text[:97]}... ({len(text)} characters)"
 
 
 def _show(value) -> str:

@@ -38,6 +38,16 @@ ORT_FILE = WriteFile("adapters/red/adapter.onnx_adapter", b"ort lora adapter byt
 # A second image-preprocess adapter output, bound by the invoke but declared by no program output.
 SIZE_PORT = {"dtype": "int64", "rank": 1, "shape": [2]}
 
+
+def _transcription(**decoding) -> dict:
+    """The media package's speech profile as an ignorable transcription profile with a CTC
+    decoding block (``decoding`` overrides its fields)."""
+    return {"kind": "transcription", "version": "1", "requirement": "ignorable",
+            "outputs": {"audio": "audio"},
+            "decoding": {"kind": "ctc", "time_axis": 1, "class_axis": 2, "blank_id": 0,
+                         **decoding}}  # fmt: skip
+
+
 MUTATIONS = (
     # ---------------------------------------------------------------- G64 adapter service
     Mutation("G64", "lora", (Set((*AD, "application_capability"), "onnx-genai.adapters@2"),),
@@ -175,6 +185,11 @@ MUTATIONS = (
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
                                  "adapters/peft/adapter_config.json"),),
              "adapters.artifacts.red.weights[0].location", "weights under another alias"),
+    Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
+                                 "adapters\\red\\adapter.json"),),
+             "adapters.artifacts.red.weights[0].location", "weights path with backslashes"),
+    Mutation("G67", "lora", (Set((*ART, "red", "bindings", 0, "weight_key"), " "),),
+             "adapters.artifacts.red.bindings[0]", "blank binding weight_key"),
     Mutation("G67", "lora", (Set((*ART, "red", "bindings", 0, "target"), "embedding"),),
              "adapters.artifacts.red.bindings[0].target", "binding to an unknown target"),
     Mutation("G67", "lora", (Insert((*ART, "red", "bindings"), 1,
@@ -247,6 +262,18 @@ MUTATIONS = (
              "profiles.speech", "transcription without decoding"),
     Mutation("G71", "kv_decoder", (Set(("profiles", "chat", "kind"), "transcription"),),
              "profiles.chat", "token transcription without decoding"),
+    Mutation("G71", "media", (Set(("profiles", "speech"), _transcription(lengths="lengths")),),
+             "profiles.speech.decoding.lengths", "decoding lengths role the profile lacks"),
+    Mutation("G71", "media",
+             (Set(("profiles", "speech"),
+                  _transcription(vocabulary={"source": "inline", "tokens": ["<b>", "a", "b"],
+                                             "word_delimiter": "|"})),),
+             "profiles.speech.decoding.vocabulary.word_delimiter", "word delimiter not a token"),
+    Mutation("G71", "media",
+             (Set(("profiles", "speech"),
+                  _transcription(vocabulary={"source": "inline", "tokens": ["<b>", "a", "b"],
+                                             "ignored_tokens": ["<pad>"]})),),
+             "profiles.speech.decoding.vocabulary.ignored_tokens", "ignored token not a token"),
     # ---------------------------------------------------------------- G79 constraint languages
     Mutation("G79", "speculative", (Set(("package", "constraint_languages", 0, "component"),
                                         "verifier"),),

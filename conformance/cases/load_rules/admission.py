@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..mutations import Delete, DeleteFile, Insert, Mutation, Set, Symlink, WriteFile
+from ..mutations import Delete, DeleteFile, EditJson, Insert, Mutation, Set, Symlink, WriteFile
 
 WF = ("pipeline", "workflow")
 CAPS = (*WF, "manifest", "capabilities")
@@ -50,6 +50,33 @@ def projector_graph(external: dict[str, str]) -> bytes:
     return model.SerializeToString()
 
 
+def split_axis_decoder() -> bytes:
+    """A decoder graph for the genai_decoder folder (its names, one layer) whose past value
+    puts the sequence on axis 3, the past key on axis 2: one KV cache cannot hold both."""
+    info = helper.make_tensor_value_info
+    past = {"key": ["batch", 4, "past_sequence", 8], "value": ["batch", 4, 8, "past_sequence"]}
+    present = {"key": ["batch", 4, "total_sequence", 8],
+               "value": ["batch", 4, 8, "total_sequence"]}  # fmt: skip
+    inputs = [info(n, TensorProto.INT64, ["batch", s])
+              for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
+                           ("position_ids", "sequence"))]  # fmt: skip
+    inputs += [info(f"past_key_values.0.{k}", TensorProto.FLOAT, d) for k, d in past.items()]
+    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
+    outputs += [info(f"present.0.{k}", TensorProto.FLOAT, d) for k, d in present.items()]
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
+        helper.make_node("Expand", ["column", "vocab"], ["logits"]),
+        helper.make_node("Identity", ["past_key_values.0.key"], ["present.0.key"]),
+        helper.make_node("Identity", ["past_key_values.0.value"], ["present.0.value"]),
+    ]
+    constants = [helper.make_tensor("last", TensorProto.INT64, [1], [2]),
+                 helper.make_tensor("vocab", TensorProto.INT64, [3], [1, 1, 96])]  # fmt: skip
+    graph = helper.make_graph(nodes, "split_axis", inputs, outputs, initializer=constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model.SerializeToString()
+
+
 # The projector with its initializer stored outside the package.
 ESCAPING_PROJECTOR = projector_graph(
     {"location": "../projector.onnx.data", "offset": "0", "length": "16"}
@@ -82,6 +109,8 @@ MUTATIONS = (
              "pipeline.workflow.manifest.capabilities", "loop iteration not in the manifest"),
     Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "grammar_guidance_adapter")),),
              "pipeline.workflow.manifest.capabilities", "grammar adapter not in the manifest"),
+    Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "typed_emit")),),
+             "pipeline.workflow.manifest.capabilities", "emit step not in the manifest"),
     # ---------------------------------------------------------------- H73 unsupported
     Mutation("H73", "kv_decoder", (Set(("required_capabilities",), ["teleportation"]),),
              "required_capabilities[0]", "unknown required capability"),
@@ -120,6 +149,7 @@ MUTATIONS = (
     Mutation("H74", "kv_decoder",
              (Delete(("pipeline",)), Delete(("generation",)), Delete(("profiles",))),
              "pipeline", "no pipeline"),
+    Mutation("H74", "lora", (Delete(("pipeline",)),), "pipeline", "adapters without a pipeline"),
     # ---------------------------------------------------------------- H93 unsupported features
     Mutation("H93", "media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "patchify", "patch_size": 2,
                                                            "outputs": ["patches"]}),),
@@ -128,6 +158,8 @@ MUTATIONS = (
              "preprocessing.image.transforms[1].op", "resize mode other than stretch"),
     Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 2, "mean"), [0.5, 0.5, 0.5]),),
              "preprocessing.image.transforms[2].op", "parameter the operation does not take"),
+    Mutation("H93", "media", (Delete((*IMAGE_TRANSFORMS, 2, "scale")),),
+             "preprocessing.image.transforms[2].op", "rescale without scale"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
              "generation.defaults.num_beams", "beam search default"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
@@ -155,6 +187,9 @@ MUTATIONS = (
              "state that only works aliased"),
     Mutation("H93", "kv_decoder", (Set(("hardware_requirements", "required_dtypes", 1), "int4"),),
              "hardware_requirements.required_dtypes[1]", "required dtype it cannot compute"),
+    Mutation("H93", "kv_decoder",
+             (Set(("hardware_requirements", "required_dtypes", 1), "string"),),
+             "hardware_requirements.required_dtypes[1]", "required string dtype"),
     Mutation("H93", "kv_decoder", (Set((*WF, "inputs", "request.extra"), FLOAT8_INPUT),),
              'pipeline.workflow.inputs["request.extra"].contract.dtype',
              "dtype without an array type"),
@@ -167,10 +202,28 @@ MUTATIONS = (
              "model.io.kv_outputs", "unpaired KV names"),
     Mutation("H91", "model_io_decoder", (Set(("model", "io", "position_ids_input"), "pos"),),
              "model.io.position_ids_input", "position input the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "vocab_size"), 128),),
+             "model.vocab_size", "vocab_size unlike the logits"),
+    Mutation("H91", "genai_decoder",
+             (EditJson("genai_config.json", (Set(("model", "vocab_size"), 128),)),),
+             '["genai_config.json"].model.vocab_size', "genai vocab_size unlike the logits"),
+    Mutation("H91", "genai_decoder",
+             (EditJson("genai_config.json", (Set(("engine",), {"dynamic_batching": True}),)),),
+             '["genai_config.json"].engine', "unknown genai_config section"),
+    Mutation("H91", "genai_decoder", (WriteFile("model.onnx", split_axis_decoder()),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV inputs on two sequence axes"),
+    # search is optional: a folder without it is read on, to its broken tokenizer
+    Mutation("C83", "genai_decoder",
+             (EditJson("genai_config.json", (Delete(("search",)),)),
+              WriteFile("tokenizer.json", b"not a tokenizer")),
+             "<document>", "genai folder without search and a broken tokenizer"),
     # ---------------------------------------------------------------- H93 unimplemented model.io
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "inputs_embeds_input"), "inputs_embeds"),),
              "model.io.inputs_embeds_input", "embeddings as a sequence input"),
+    Mutation("H93", "model_io_decoder", (Delete(("model", "io", "logits_output")),),
+             "model.io.logits_output", "logits output not declared"),
     Mutation("H93", "model_io_decoder", (Set(("model", "io", "kv_ownership"), "shared"),),
              "model.io.kv_ownership", "KV owned by another graph"),
     Mutation("H93", "model_io_decoder",

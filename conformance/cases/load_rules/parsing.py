@@ -14,6 +14,14 @@ _ALIAS_BOMB = (
     + "".join(f"b{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 9) + "]\n" for i in range(1, 6))
 )
 
+# A value PyYAML matches as a timestamp but cannot construct (month 13), written long.
+_BAD_DATE = "2001-13-45 10:00:00." + "0" * 40
+# An integer within the digit limit as written (hexadecimal) whose value has 1,001 digits.
+_HEX_LIMIT = "0x" + format(10**1000, "x")
+# A list nested too deep, then more nodes than the limit allows: refused for the depth, where
+# the document first breaks a limit.
+_DEEP_THEN_LARGE = "[" * 70 + "]" * 70 + "\ny: [" + "1, " * 100_001 + "1]"
+
 MUTATIONS = (
     Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "device"), "cuda"),),
              "pipeline.workflow.components.model.device", "unknown component key"),
@@ -43,6 +51,12 @@ MUTATIONS = (
              "schema_version", "duplicate top-level key"),
     Mutation("A77", "kv_decoder", (ReplaceText("schema_version: v1\n", "schema_version: [v1\n"),),
              "<document>", "YAML syntax error"),
+    Mutation("A77", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", f"schema_version: v1\nx: {_BAD_DATE}\n"),),
+             "<document>", "long date that is no date"),
+    Mutation("A77", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", f"schema_version: v1\nx: {_HEX_LIMIT}\n"),),
+             "<document>", "hexadecimal integer of 10 to the 1000"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
     # A98-A102: the parser's limits (reference_runtime/package/limits.py)
@@ -55,6 +69,9 @@ MUTATIONS = (
     Mutation("A100", "kv_decoder",
              (ReplaceText("schema_version: v1\n", "schema_version: v1\nx: " + "[" * 70 + "]" * 70 + "\n"),),
              "<document>", "list nested 70 deep"),
+    Mutation("A100", "kv_decoder",
+             (ReplaceText("schema_version: v1\n", f"schema_version: v1\nx: {_DEEP_THEN_LARGE}\n"),),
+             "<document>", "list nested 70 deep before too many nodes"),
     Mutation("A101", "kv_decoder",
              (ReplaceText("schema_version: v1\n", "schema_version: v1\nx: " + "a" * (2**20 + 1) + "\n"),),
              "<document>", "string of a million characters"),

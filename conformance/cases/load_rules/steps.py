@@ -162,6 +162,10 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].max_iterations", "per-row max_iterations"),
     Mutation("D30", "kv_decoder", (Set((*TURNS, "max_iterations"), "package.once"),),
              "pipeline.workflow.steps[1].max_iterations", "bool max_iterations"),
+    Mutation("D30", "kv_decoder",
+             (Set((*WF, "inputs", "package.grid"), _literal("int64", 1, 1, default=1)),
+              Set((*TURNS, "max_iterations"), "package.grid")),
+             "pipeline.workflow.steps[1].max_iterations", "rank-2 max_iterations"),
     # ------------------------------------------------------------------ D31
     Mutation("D31", "kv_decoder", (Set((*LOOP, "iteration", "contract", "dtype"), "int32"),),
              "pipeline.workflow.steps[0].iteration.contract.dtype", "int32 iteration"),

@@ -111,10 +111,8 @@ def is_integer_scalar(t: VType) -> bool | None:
     if t.rank == 0:
         return True
     if t.rank == 1 and t.dims is not None:
-        return t.dims[0] == 1
-    if t.rank == 1:  # a contract must say shape [1]; a graph value of unknown extent may be one
-        return False if t.layout is not None else None
-    return False
+        return t.dims[0] == 1  # a graph value of unknown extent (None) is not known to be one
+    return False  # a contract of rank 1 must say shape [1]
 
 
 @dataclass
