@@ -245,3 +245,23 @@ def test_refused_exactly_when_onnx_runtime_cannot_build_the_graph(name):
     else:
         assert problem is not None and said in problem, problem
     assert _builds(model) == (problem is None)
+
+
+def test_a_decode_contracts_graph_is_refused_with_the_graphs_own_code(tmp_path):
+    """A bare decoder's graph (the decode contract's artifact) is held to the same rules and
+    refused with C125 itself, not as a contract parameter problem (C92)."""
+    root = tmp_path / "pkg"
+    shutil.copytree(package_path("genai_decoder"), root)
+    path = root / "model.onnx"
+    model = hostile.load_graph(path)
+    unused = helper.make_node(
+        "Gelu", ["past_key_values.0.key"], ["unused"], name="gelu", domain=MS, approximate="tanh"
+    )
+    model.graph.node.append(unused)
+    model.opset_import.append(helper.make_opsetid(MS, 1))
+    hostile.save_graph(path, model)
+    (violation,) = validate_package(root)
+    assert violation.code == "C125", violation
+    assert violation.location.endswith("decoder.contract.parameters.artifact")
+    assert "'gelu' (com.microsoft::Gelu): attribute 'approximate'" in violation.message
+    assert "ONNX Runtime" in violation.hint
