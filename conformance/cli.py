@@ -27,7 +27,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from . import goldens
 from .cases.catalogue import Case, catalogue
@@ -41,6 +40,7 @@ from .certify import (
     report_junit,
     report_markdown,
 )
+from .package_reader import DocumentError, parse_text, read_text
 from .protocol import encode_value
 from .runtimes import open_runtime
 
@@ -180,17 +180,11 @@ def read_expectations_file(path: str | None) -> dict:
     if not path:
         return {}
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(
-            f"expectations {path}: cannot read it ({exc.strerror}); give the path of a YAML file"
-        ) from None
+        document = parse_text(read_text(Path(path)), "expectations.yaml")
+    except DocumentError as exc:
+        raise UsageError(f"expectations {path}: {exc}; give a YAML file") from None
     try:
-        return read_expectations(yaml.safe_load(text))
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where is not None else ""
-        raise UsageError(f"expectations {path}: not valid YAML{at}; fix the file") from None
+        return read_expectations(document)
     except ValueError as exc:
         raise UsageError(
             f"expectations {path}: {exc} (docs/conformance.md: Expected failures)"

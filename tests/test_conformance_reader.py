@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,13 +13,17 @@ import pytest
 from conformance import package_reader
 from conformance.package_reader import (
     LOWERED_REQUEST_AXES,
+    MAX_DOCUMENT_BYTES,
+    DocumentError,
     find_metadata,
     format_location,
+    parse_text,
     read_document,
     request_axes,
 )
 from fixtures import package_path
 from fixtures.generators import RUN_CASES
+from tests import hostile
 
 CONFORMANCE = Path(package_reader.__file__).parent
 # The one module of the suite allowed to import the runtime: the adapter that certifies it.
@@ -167,3 +173,64 @@ def test_request_axes_agree_with_the_reference_loader(package):
     else:
         assert axes.inputs == inputs
     assert axes.outputs == outputs
+
+
+@pytest.mark.parametrize("bomb", sorted(hostile.BOMBS))
+def test_a_hostile_document_is_refused_within_bounds(tmp_path, bomb):
+    """The parser bombs the runtime refuses (tests/hostile.py) are refused by the suite's own
+    reader too, before anything is built: each names the bound it passes."""
+    hostile.plant_bomb(tmp_path, bomb)
+    with pytest.raises(DocumentError, match="more than|deeper than|refers to itself"):
+        read_document(tmp_path)
+
+
+def test_a_large_document_is_refused_on_its_size_before_it_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "inference_metadata.json"
+    path.write_text('{"a": 1}')
+    with open(path, "r+b") as f:  # a sparse file: large, and nothing in it worth reading
+        f.truncate(MAX_DOCUMENT_BYTES + 1)
+    opened = []
+    monkeypatch.setattr(package_reader, "open", lambda *a, **k: opened.append(a), raising=False)
+    with pytest.raises(DocumentError, match=f"holds {MAX_DOCUMENT_BYTES + 1} bytes"):
+        read_document(tmp_path)
+    assert opened == []
+
+
+def test_a_fifo_is_not_opened(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
+    os.mkfifo(tmp_path / "genai_config.json")  # reading it would wait for a writer forever
+    with pytest.raises(DocumentError, match="not a regular file"):
+        read_document(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("m.yaml", "a: " + "[" * 70 + "]" * 70, "deeper than 64"),
+        ("m.json", '{"a": ' + "[" * 70 + "]" * 70 + "}", "deeper than 64"),
+        ("m.yaml", "a: &a [1, 2]\nb: *b\n", "refers to itself or to nothing"),
+        ("m.yaml", "a: &a [1, *a]\n", "refers to itself or to nothing"),
+        ("m.yaml", "a: &a " + "[" * 40 + "1" + "]" * 40 + "\nb: " + "[" * 30 + "*a" + "]" * 30,
+         "deeper than 64"),
+        ("m.yaml", "a: 1" + ":59" * 400, "a number written with 1201 characters"),
+        ("m.json", '{"a": ' + "9" * 1001 + "}", "a number of 1001 characters"),
+        ("m.yaml", "a: " + "x" * (2**20 + 1), "a string of 1048577 characters"),
+        ("m.yaml", "a: [1, 2\n", "not valid YAML at line 2"),
+        ("m.json", '{"a": }', "not valid JSON at line 1"),
+        ("m.yaml", "a: 2001-13-45\n", "cannot be read"),
+    ],
+    ids=["deep-yaml", "deep-json", "undefined-alias", "self-alias", "deep-through-alias",
+         "base-60", "long-int", "long-string", "bad-yaml", "bad-json", "bad-date"],
+)  # fmt: skip
+def test_each_bound_and_each_unreadable_document_is_a_document_error(name, text, said):
+    with pytest.raises(DocumentError, match=re.escape(said)):
+        parse_text(text, name)
+
+
+def test_documents_within_the_bounds_read_as_before():
+    deep = "a: " + "[" * 60 + "1" + "]" * 60
+    assert parse_text(deep, "m.yaml")["a"] is not None
+    assert parse_text("a: &a [1, 2]\nb: *a\n", "m.yaml") == {"a": [1, 2], "b": [1, 2]}
+    assert parse_text('{"a": ' + "9" * 1000 + "}", "m.json") == {"a": int("9" * 1000)}
+    assert parse_text("a: " + "1:59" * 10, "m.yaml")["a"] is not None

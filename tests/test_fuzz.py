@@ -506,6 +506,25 @@ def test_the_fuzz_tool_counts_every_case(tmp_path):
     assert summary["peak_mb"] > 0
 
 
+def test_the_fuzz_tool_stopped_prints_the_summary_of_the_cases_done():
+    """SIGTERM (or Ctrl-C) ends a long run with the summary so far, marked interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fuzz_packages.py"
+    command = [sys.executable, str(tool), "--cases", "100000", "--jobs", "1", "--json"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # its signal handler is in place once it has parsed its arguments
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=120)
+    summary = json.loads(out)
+    assert summary["interrupted"] is True and summary["of"] == 100000
+    assert summary["cases"] < 100000 and sum(summary["counts"].values()) == summary["cases"]
+    assert process.returncode == (1 if summary["failures"] else 130)
+
+
 def test_an_initializer_of_another_shape_than_its_input_is_c104(tmp_path):
     """ONNX Runtime refuses a graph input's default of another rank; so does validation."""
 

@@ -43,6 +43,15 @@ KEYWORD_MISTAKES = [
      "--max-new-tokens '5.0' is not an integer"),
     ({"temperature": "hot"}, ["--temperature", "hot"], "temperature must be a number",
      "--temperature 'hot' is not a number"),
+    # NaN and infinities pass no range check either
+    ({"temperature": -INF}, ["--temperature=-inf"], "temperature=-inf is not a finite number",
+     "--temperature -inf is not a finite number"),
+    ({"top_p": NAN}, ["--top-p", "nan"], "top_p=nan is not a finite number",
+     "--top-p nan is not a finite number"),
+    ({"top_k": NAN}, ["--top-k", "nan"], "top_k must be an integer", "--top-k 'nan' is not an integer"),
+    ({"max_new_tokens": NAN}, ["--max-new-tokens", "nan"], "max_new_tokens must be an integer",
+     "--max-new-tokens 'nan' is not an integer"),
+    ({"seed": INF}, ["--seed", "inf"], "seed must be an integer", "--seed 'inf' is not an integer"),
 ]  # fmt: skip
 
 # (API prompt, CLI prompt arguments, words of the API message, words of the CLI message); the

@@ -24,7 +24,9 @@ Each case ends as one of:
 
 It prints the counts, the cases per second, the peak resident memory of any worker (after
 loading the runtime, which is most of it), and each crash with the command that reproduces it
-(``--only I``). The exit status is 0 iff there is no crash, hang or memory blow-up.
+(``--only I``); ``--progress`` also prints each crash, hang or memory blow-up as it happens.
+Interrupted (Ctrl-C, SIGTERM), it prints the same summary of the cases done so far. The exit
+status is 0 iff there is no crash, hang or memory blow-up (130 when interrupted without one).
 
 ``--bombs`` validates each parser bomb of ``tests/hostile.py`` (50 MB and 15 MB JSON and YAML
 lists, deep nesting, a 15 MB string, a 900 KB base-60 integer, an alias bomb) alone in a fresh
@@ -41,6 +43,7 @@ import random
 import resource
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,24 +238,25 @@ class Worker:
         self.process.wait()
 
 
-def fuzz(args) -> dict:
-    found, skipped = bases(Path(args.upstream))
-    cases = [(i, args.seed, found[i % len(found)][1]) for i in range(args.cases)]
-    if args.only is not None:
-        cases = [(args.only, args.seed, found[args.only % len(found)][1])]
-    names = {str(path): name for name, path in found}
-    pending = list(reversed(cases))
-    results: list[dict] = []
-    pool = [Worker(args) for _ in range(min(args.jobs, len(cases)) or 1)]
-    start = time.monotonic()
+def _drive(args, pool: list, pending: list, results: list, names: dict, total: int) -> None:
+    """Hand the pending cases to the workers until every one has a result."""
+
+    def done(result: dict) -> None:
+        results.append(result)
+        if args.progress and result["outcome"] in ("crash", "hang", "memory"):
+            print(f"  case {result['case']}: {result['outcome']}: {result.get('error')}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if args.progress and len(results) % 100 == 0:
+            print(f"  {len(results)}/{total} cases", file=sys.stderr, flush=True)
+
     while pending or any(w.case for w in pool):
         for i, w in enumerate(pool):
             if w.process.poll() is not None and (w.case or w.ready or pending):
                 if w.case:  # died on a case: memory or a hard crash of the interpreter
                     code = w.process.returncode
                     outcome = "memory" if code in (-9, -6, 137) else "crash"
-                    results.append({"case": w.case[0], "outcome": outcome, "family": "?",
-                                    "mutation": "?", "error": f"worker died with status {code}"})  # fmt: skip
+                    done({"case": w.case[0], "outcome": outcome, "family": "?",
+                          "mutation": "?", "error": f"worker died with status {code}"})  # fmt: skip
                 pool[i] = w = Worker(args)
             if w.ready and w.case is None and pending:
                 w.send(pending.pop())
@@ -268,24 +272,44 @@ def fuzz(args) -> dict:
                 w.ready = True
                 continue
             message["base"] = names.get(str(w.case[2]), str(w.case[2]))
-            results.append(message)
             w.case = None
-            if args.progress and len(results) % 100 == 0:
-                print(f"  {len(results)}/{len(cases)} cases", file=sys.stderr, flush=True)
+            done(message)
         now = time.monotonic()
         for i, w in enumerate(pool):
             if w.case and now - w.started > args.timeout:
-                results.append({"case": w.case[0], "outcome": "hang", "family": "?", "mutation": "?",
-                                "base": names.get(str(w.case[2])), "error": f"over {args.timeout} s"})  # fmt: skip
+                done({"case": w.case[0], "outcome": "hang", "family": "?", "mutation": "?",
+                      "base": names.get(str(w.case[2])), "error": f"over {args.timeout} s"})  # fmt: skip
                 w.kill()
                 pool[i] = Worker(args)
+
+
+def fuzz(args) -> dict:
+    found, skipped = bases(Path(args.upstream))
+    cases = [(i, args.seed, found[i % len(found)][1]) for i in range(args.cases)]
+    if args.only is not None:
+        cases = [(args.only, args.seed, found[args.only % len(found)][1])]
+    names = {str(path): name for name, path in found}
+    pending = list(reversed(cases))
+    results: list[dict] = []
+    pool = [Worker(args) for _ in range(min(args.jobs, len(cases)) or 1)]
+    start = time.monotonic()
+    try:
+        _drive(args, pool, pending, results, names, len(cases))
+        interrupted = False
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the summary of the cases done so far
+        interrupted = True
+        for w in pool:
+            w.kill()
     for w in pool:
-        w.process.stdin.close()
-        w.process.wait()
+        if w.process.poll() is None:
+            w.process.stdin.close()
+            w.process.wait()
     seconds = time.monotonic() - start
     counts = {k: sum(r["outcome"] == k for r in results) for k in OUTCOMES}
     return {
         "cases": len(results),
+        "of": len(cases),
+        "interrupted": interrupted,
         "bases": len(found),
         "skipped": skipped,
         "seed": args.seed,
@@ -303,6 +327,10 @@ def fuzz(args) -> dict:
             key=lambda r: r["case"],
         ),
     }
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
@@ -336,6 +364,7 @@ def main(argv=None) -> int:
                   f"in {r.get('seconds', float('nan')):.3f} s; peak {r.get('peak_mb', 0):.0f} MB "
                   f"(the runtime loaded: {r.get('base_mb', 0):.0f} MB)")  # fmt: skip
         return 0 if all(r.get("codes") for r in rows) else 1
+    signal.signal(signal.SIGTERM, _interrupt)
     summary = fuzz(args)
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -343,6 +372,8 @@ def main(argv=None) -> int:
         c = summary["counts"]
         if summary["skipped"]:
             print(summary["skipped"])
+        if summary["interrupted"]:
+            print(f"interrupted: {summary['cases']} of {summary['of']} cases done")
         print(
             f"{summary['cases']} cases on {summary['bases']} base packages (seed {summary['seed']}): "
             f"{c['accepted']} accepted, {c['refused']} refused, {c['crash']} crashes, "
@@ -360,7 +391,7 @@ def main(argv=None) -> int:
                   f"{r['mutation']}): {r.get('error')}")  # fmt: skip
             print(f"  reproduce: python tools/fuzz_packages.py --seed {summary['seed']} "
                   f"--cases {args.cases} --only {r['case']}")  # fmt: skip
-    return 1 if summary["failures"] else 0
+    return 1 if summary["failures"] else 130 if summary["interrupted"] else 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ does, docs/lowering.md).
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from ..package_reader import GENAI_CONFIG
+from ..package_reader import GENAI_CONFIG, parse_metadata
 
 ALPHA = 1e-4  # the false-alarm rate of one distribution test, for a given set of seeds
 DRAWS = 300  # single-token requests per distribution test
@@ -89,7 +88,7 @@ class LogitsOracle:
     on the prefix (empty past, every position attended) with ONNX Runtime."""
 
     def __init__(self, root: Path):
-        config = json.loads((Path(root) / GENAI_CONFIG).read_text())["model"]
+        config = parse_metadata(Path(root) / GENAI_CONFIG)["model"]
         decoder = config["decoder"]
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1

@@ -32,7 +32,6 @@ continues the conversation (its earlier prompts and generated tokens).
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +84,7 @@ def read_folder(package_dir: str, runtime: str) -> DecoderFolder:
     if metadata is not None or not (root / GENAI_CONFIG).is_file():
         raise Unsupported("load", _document_feature(metadata), _not_a_folder(metadata, runtime))
     try:
-        config = json.loads((root / GENAI_CONFIG).read_text())
+        config = parse_metadata(root / GENAI_CONFIG)
         model = config["model"]
         eos = model.get("eos_token_id", [])
         eos_ids = tuple(int(t) for t in (eos if isinstance(eos, list) else [eos]))

@@ -17,6 +17,7 @@ import onnx
 
 from ..dtypes import onnx_dtype_name
 from .limits import limit
+from .ort_operators import ort_operator_problem
 
 
 def confine(root: Path, relative: str) -> tuple[Path | None, str | None]:
@@ -463,8 +464,8 @@ def _missing_required_input(model: onnx.ModelProto) -> str | None:
 def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]]:
     """``(code, why)`` for each reason a loaded graph is refused: element types ONNX does not
     define (C104), external data outside the package (H74), stored data that disagrees with
-    its declared size (C105) or lies beyond its file (C83), what ONNX's checker refuses (C104).
-    At most a few of each kind."""
+    its declared size (C105) or lies beyond its file (C83), what ONNX's checker refuses (C104),
+    operators ONNX Runtime's own schemas refuse (C125). At most a few of each kind."""
     found = [_finding("C104", problem) for problem in elem_type_problems(model)[:3]]
     if found:
         return found
@@ -495,7 +496,10 @@ def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]
     if found:
         return found
     problem = checker_problem(model)
-    return [_finding("C104", f"not a well-formed ONNX model: {problem}")] if problem else []
+    if problem:
+        return [_finding("C104", f"not a well-formed ONNX model: {problem}")]
+    problem = ort_operator_problem(model)
+    return [_finding("C125", f"ONNX Runtime cannot build it: {problem}")] if problem else []
 
 
 def _initializer_shape_problem(model: onnx.ModelProto) -> str | None:

@@ -75,9 +75,20 @@ KNOWN_PARAMETERS = {
 OPTIONAL_PARAMETERS = {"onnx-genai.speculative-block": set(BLOCK_PARAMETERS)}
 
 
-def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
-    """What a runtime-contract component declares that its executor cannot run with (rule
-    C92): ``[(path below the component, message)]``."""
+def contract_problems(root, contract, ports) -> list[tuple[tuple, str, str]]:
+    """What a runtime-contract component declares that its executor cannot run with:
+    ``[(path below the component, message, code)]``. The code is C92, but for a decoder graph
+    refused for what it holds, which keeps the code of its own rule (C104, C105, C125, ...)."""
+    return [_coded(*item) for item in _problems(root, contract, ports)]
+
+
+def _coded(where: tuple, message: str, code: str = "C92") -> tuple[tuple, str, str]:
+    return where, message, code
+
+
+def _problems(root, contract, ports) -> list[tuple[tuple, str]]:
+    """``[(path below the component, message)]`` for C92; ``(path, message, code)`` for the
+    decoder graph refused for what it holds."""
     known = KNOWN_PARAMETERS.get(contract.id)
     if known is None:
         return []
@@ -111,8 +122,8 @@ def contract_problems(root, contract, ports) -> list[tuple[tuple, str]]:
         return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]
     refused = graph_problems(model, path.parent)
     if refused:
-        _, why = refused[0]
-        return [*found, (("contract", "parameters", "artifact"), f"decoder graph: {why}")]
+        code, why = refused[0]
+        return [*found, (("contract", "parameters", "artifact"), f"decoder graph: {why}", code)]
     for key in ("token_input", "logits_output", "attention_mask_input", "position_ids_input"):
         if not isinstance(parameters[key], str):
             found.append((("contract", "parameters", key), f"{key} is not a graph name (string)"))

@@ -35,6 +35,22 @@ _NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
 )
 _UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
 _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
+# The same graph with a node in ONNX Runtime's contrib domain, which ONNX's checker does not
+# know: an operator ONNX Runtime does not define there, or its Gelu (float) given the
+# attribute of ONNX's own Gelu, which the contrib one does not define.
+_MS_IMPORT = b'opset_import { domain: "com.microsoft" version: 1 }\n'
+_UNKNOWN_CONTRIB_OP = (
+    _NAMED.replace(b'op_type: "Identity"', b'op_type: "NoSuchOperator" domain: "com.microsoft"')
+    + _MS_IMPORT
+)
+_CONTRIB_EXTRA_ATTRIBUTE = (
+    _NAMED.replace(
+        b'op_type: "Identity"',
+        b'op_type: "Gelu" domain: "com.microsoft" '
+        b'attribute { name: "approximate" s: "tanh" type: STRING }',
+    ).replace(b"elem_type: 7", b"elem_type: 1")
+    + _MS_IMPORT
+)
 
 _DATA = "projector.onnx.data"
 _SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
@@ -238,6 +254,17 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "element type 99"),
+    # C125: an operator ONNX Runtime's own schemas refuse (ONNX's checker does not know them)
+    Mutation("C125", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _UNKNOWN_CONTRIB_OP)),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "com.microsoft operator ONNX Runtime does not define"),
+    Mutation("C125", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _CONTRIB_EXTRA_ATTRIBUTE)),
+             "pipeline.workflow.components.counter.implementation.artifact",
+             "com.microsoft operator given an attribute it does not define"),
     # C105: tensor data that disagrees with the declared type and dimensions
     Mutation("C105", "lora", (WriteFile("projector.onnx", _SHORT_LENGTH),),
              "pipeline.workflow.components.projector.implementation.artifact",

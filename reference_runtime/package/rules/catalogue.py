@@ -1166,6 +1166,20 @@ RULE_LIST: tuple[Rule, ...] = (
         "groups with a sequence axis.",
         kind="unsupported",
     ),
+    _r(
+        "C125",
+        "operator-unknown-to-onnx-runtime",
+        "A node ONNX Runtime cannot build, held to ONNX Runtime's own operator schemas (ONNX's "
+        "and its contrib operators, which ONNX's checker does not know): an operator, or an "
+        "operator set version, it does not define (a `com.microsoft` operator misspelled, a "
+        "domain it has no operators for), or, in a domain ONNX's checker does not know, an "
+        "attribute the operator does not define, an attribute of another type, a required "
+        "attribute missing, a wrong number of inputs or outputs, a required "
+        "one left empty, or an input or output type its type constraint does not allow.",
+        "Use the operators and attributes the installed ONNX Runtime defines (its contrib "
+        "operators: ONNX Runtime's docs/ContribOperators.md), at an operator set version it "
+        "supports; remove attributes the operator does not define; re-export the graph.",
+    ),
 )
 
 # ---------------------------------------------------------------------- run time

@@ -199,8 +199,8 @@ def check(ctx: Ctx) -> None:
                     f"{', '.join(sorted(ctx.support.binding_contracts)) or 'none'})",
                 )
             else:
-                for where, problem in contract_problems(ctx.root, comp.contract, comp.ports):
-                    ctx.add("C92", _cpath(name, *where), f"{ident} on {name!r}: {problem}")
+                for where, problem, code in contract_problems(ctx.root, comp.contract, comp.ports):
+                    ctx.add(code, _cpath(name, *where), f"{ident} on {name!r}: {problem}")
         check_contract_ports(ctx, name, comp)
         if comp.application_overridable and (
             comp.contract is None or not isinstance(impl, OnnxImplementation)
