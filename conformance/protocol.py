@@ -14,7 +14,9 @@ JSON-lines form):
   runtime declaring ``kv_admission``.
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
-  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result
+  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id`` and, only
+  for a runtime declaring ``component_overrides``, ``overrides`` (target component name ->
+  replacement component name, or null). The result
   holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order; absent means none) and optionally ``diagnostics``.
@@ -91,6 +93,11 @@ FEATURES = (
     # before running anything, a request whose KV does not fit (H113), a session turn included
     # (the session stays as it was); a budget that is not bytes is refused at load (H114).
     "kv_admission",
+    # Optional: takes a request's `overrides` (target component -> replacement component) and
+    # runs each declared replacement in place of its application_overridable target for that
+    # request, ports remapped by contract role; refuses (C21) a replacement that is not
+    # interchangeable through the shared contract, an unknown name or a malformed value.
+    "component_overrides",
 )
 
 
