@@ -20,6 +20,7 @@ import difflib
 import fnmatch
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections import Counter
@@ -311,7 +312,7 @@ for i, request in enumerate(json.loads((here / "requests.json").read_text())):
             prompt=request.get("prompt"), inputs=inputs,
             max_new_tokens=request.get("max_new_tokens"), seed=request.get("seed"),
             greedy=request.get("greedy", True), stop_on_eos=request.get("stop_on_eos", True),
-            session_id=sid,
+            session_id=sid, overrides=request.get("overrides"),
         )
     except ReferenceRuntimeError as exc:
         print(f"request {i}: refused {exc.code}: {exc.message}")
@@ -411,6 +412,19 @@ def _request_json(request: dict, folder: Path) -> dict:
     return out
 
 
+def _override_flags(overrides) -> list[str] | None:
+    """``--override TARGET=REPLACEMENT`` per entry, or None where the flag cannot spell the
+    request's overrides (a value that is no mapping of names to names)."""
+    if not isinstance(overrides, dict):
+        return [] if overrides is None else None
+    spelled = []
+    for target, replacement in overrides.items():
+        if not all(isinstance(n, str) and n for n in (target, replacement)) or "=" in target:
+            return None
+        spelled.append(f"--override {shlex.quote(f'{target}={replacement}')}")
+    return spelled
+
+
 def _run_command(request: dict, index: int) -> str:
     if request.get("session_action") is not None:
         return (f"# request {index} {request['session_action']}s the session: "
@@ -428,9 +442,14 @@ def _run_command(request: dict, index: int) -> str:
         parts.append(f"--seed {request['seed']}")
     if request.get("stop_on_eos") is False:
         parts.append("--no-stop-on-eos")
+    overrides = request.get("overrides")
+    flags = _override_flags(overrides)
+    parts += flags or []
     parts.append("--json")
     command = " ".join(parts)
     notes = []
+    if overrides is not None and flags is None:
+        notes.append(f"carries overrides {json.dumps(overrides)}, which --override cannot spell")
     if request.get("session_id") is not None:
         notes.append("belongs to a session, which the command line cannot continue")
     if request.get("greedy") is False:

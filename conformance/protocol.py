@@ -14,7 +14,9 @@ JSON-lines form):
   runtime declaring ``kv_admission``.
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
-  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``. The result
+  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id`` and, only
+  for a runtime declaring ``component_overrides``, ``overrides`` (target component name ->
+  replacement component name, or null). The result
   holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order; absent means none) and optionally ``diagnostics``.
@@ -105,6 +107,11 @@ FEATURES = (
     # Optional: serves several one-row requests with arrival steps in one continuous batch (the
     # `serve` method), each request's results equal to its solo run, freed slots reused.
     "continuous_batching",
+    # Optional: takes a request's `overrides` (target component -> replacement component) and
+    # runs each declared replacement in place of its application_overridable target for that
+    # request, ports remapped by contract role; refuses (C21) a replacement that is not
+    # interchangeable through the shared contract, an unknown name or a malformed value.
+    "component_overrides",
 )
 
 

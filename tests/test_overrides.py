@@ -104,6 +104,10 @@ def test_a_mismatched_override_is_refused_before_anything_runs(tmp_path, overrid
         engine.run(inputs={"x": np.asarray([1], dtype=np.int64)}, overrides=overrides)
     assert caught.value.code == "C21" and fact in caught.value.message
     assert engine.counters["invocations"] == {}
+    # the fix: the declared names for an unknown one, else what a replacement must share
+    unknown = "unknown" in fact
+    assert ("Name declared components (double, negate, triple)" in caught.value.hint) == unknown
+    assert ("of the same contract" in caught.value.hint) != unknown
 
 
 def test_cli_override(tmp_path, capsys):

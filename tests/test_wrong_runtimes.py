@@ -96,6 +96,37 @@ class ForgetsSessions(Wrong):
         return super().run(handle, request)
 
 
+class IgnoresOverrides(Wrong):
+    """Runs every request as if it carried no component overrides."""
+
+    def request(self, request):
+        return {k: v for k, v in request.items() if k != "overrides"}
+
+
+class KeepsOverrides(Wrong):
+    """A request's component overrides stay in force for the later requests of the package."""
+
+    def run(self, handle, request):
+        kept = self.__dict__.setdefault("kept", {})
+        if request.get("overrides") is not None:
+            kept[id(handle)] = request["overrides"]
+        elif id(handle) in kept:
+            request = {**request, "overrides": kept[id(handle)]}
+        return super().run(handle, request)
+
+
+class OverrideFallsBack(Wrong):
+    """Runs the target where an override must be refused."""
+
+    def run(self, handle, request):
+        try:
+            return super().run(handle, request)
+        except Refused as exc:
+            if exc.code != "C21":
+                raise
+            return super().run(handle, {**request, "overrides": None})
+
+
 class RefusesEverything(Wrong):
     def load(self, package_dir, executor=None):
         raise Refused("load", "refused", "A01")
@@ -121,6 +152,9 @@ WRONG = {
     DropsEndToken: "golden/genai_decoder_multi_eos/either_end_id_stops",
     ContextLengthAsLength: "golden/genai_decoder_multi_eos/context_length",
     ForgetsSessions: "golden/genai_decoder_gqa/session_turns",
+    IgnoresOverrides: "golden/component_overrides/applied_for_one_request",
+    KeepsOverrides: "golden/component_overrides/applied_for_one_request",
+    OverrideFallsBack: "fail_closed/run/component_overrides/mismatches_refused",
     RefusesEverything: "acceptance/kv_decoder",
     WrongCode: "fail_closed/D28-kv_decoder-unknown_input_port",
 }

@@ -10,7 +10,8 @@ judge a runtime on it. Suites:
   (a run-time rule broken through the request fields): each such request is refused with the
   expected code and publishes nothing. Every fail-closed case needs the ``rule_codes`` feature
   (a runtime that names the broken rule in its refusals);
-- ``golden``: every run case's results equal its golden (goldens/);
+- ``golden``: every run case's results equal its golden (goldens/); a run case whose requests
+  carry component ``overrides`` needs the ``component_overrides`` feature, in every suite;
 - ``determinism``: running a case twice gives identical results;
 - ``rows``: each row of a batched request equals the same row run alone;
 - ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
@@ -421,6 +422,12 @@ def runtime_draws(run: RunCase) -> bool:
     return run.expected is None and any(r.get("greedy") is False for r in run.requests)
 
 
+def overriding(run: RunCase) -> bool:
+    """Whether a request of the case carries component overrides (the ``component_overrides``
+    feature; a request without them runs every component as the package declares)."""
+    return any(r.get("overrides") is not None for r in run.requests)
+
+
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
@@ -429,7 +436,8 @@ def run_catalogue() -> list[Case]:
         if run.package not in documents:
             documents[run.package] = package_features(load_document(run.package))
         draws = ("sampling",) if runtime_draws(run) else ()
-        features = (*documents[run.package], "run", *draws)
+        overrides = ("component_overrides",) if overriding(run) else ()
+        features = (*documents[run.package], "run", *draws, *overrides)
         exact = ("reference_draws",) if draws else ()  # exact tokens of the runtime's draws
         build = _copy_base(run.package)
         notes = f" ({run.notes})" if run.notes else ""

@@ -92,6 +92,7 @@ class ReferenceRuntime:
                 greedy=request.get("greedy", True),
                 stop_on_eos=request.get("stop_on_eos", True),
                 session_id=request.get("session_id"),
+                overrides=request.get("overrides"),
             )
         except ReferenceRuntimeError as exc:
             raise Refused("run", exc.message, exc.code) from exc
