@@ -183,6 +183,8 @@ SUITE_SECONDS = {
 # (in the control run, or by SUITE_SECONDS); and WALL_FACTOR times that in wall-clock time
 # (a mutant that hangs without computing).
 BASE_TIMEOUT, TIMEOUT_FACTOR, WALL_FACTOR = 30.0, 5.0, 10.0
+# What the control run records and how (part of its cache key): change it with either.
+CONTROL_FORMAT = "lines-1"
 
 
 @dataclass(frozen=True)
@@ -1159,11 +1161,13 @@ def _control_work(ws: Workspace, pairs: list[tuple[str, str]], label: str) -> di
 
 def control_key() -> str:
     """A hash of everything the control run depends on: the runtime's sources, conformance/,
-    fixtures/, goldens/, this tool, and the versions of Python and the libraries beneath."""
+    fixtures/, goldens/, the versions of Python and the libraries beneath, and the format of
+    what it records (``CONTROL_FORMAT``)."""
     h = hashlib.sha256()
-    versions = [sys.version, numpy.__version__, onnx.__version__, onnxruntime.__version__]
+    versions = [CONTROL_FORMAT, sys.version, numpy.__version__, onnx.__version__,
+                onnxruntime.__version__]  # fmt: skip
     h.update(repr(versions).encode())
-    for top in (PACKAGE, "conformance", "fixtures", "goldens", "tools/mutation.py"):
+    for top in (PACKAGE, "conformance", "fixtures", "goldens"):
         base = ROOT / top
         for path in sorted([base] if base.is_file() else base.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
