@@ -877,6 +877,8 @@ class Child:
     out: Path
     timeout: float
     deadline: float
+    path: str  # "warm", "cold: why", or "" (no mutant)
+    cold: Path | None = None  # a cold child's copy of the runtime
 
 
 class Workspace:
@@ -900,7 +902,6 @@ class Workspace:
     def _warm_up(self) -> None:
         """Import every module of the copy and the conformance adapter over it, recording the
         lines run at import; index the runtime's functions by their code."""
-        before = set(sys.modules)
         sys.path.insert(0, str(self.root))
         importlib.invalidate_caches()
         tracer = LineTracer(self.prefix)
@@ -915,14 +916,9 @@ class Workspace:
         except Exception as exc:
             raise MutationError(f"{PACKAGE} does not import: {type(exc).__name__}: {exc}") from None
         self.at_import = {name: set(lines) for name, lines in tracer.take().items()}
-        # What a cold child forgets before importing a mutated copy: the runtime, and the
-        # modules of this repository imported with it (the conformance adapter).
-        ours = (str(self.root) + os.sep, str(ROOT) + os.sep)
-        self.warm_modules = sorted(
-            name
-            for name in set(sys.modules) - before
-            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(ours)
-        )
+        if not sys.modules[PACKAGE].__file__.startswith(self.prefix):
+            raise MutationError(f"{PACKAGE} was imported from {sys.modules[PACKAGE].__file__}, "
+                                "not the copy")  # fmt: skip
         self.functions: dict[int, list] = defaultdict(list)  # id(code): the functions running it
         self.tops: dict[tuple, list] = defaultdict(list)  # (file, name, first line): codes
         for obj in gc.get_objects():
@@ -943,9 +939,24 @@ class Workspace:
         return any(line in lines for line in range(mutant.span[0], mutant.span[1] + 1))
 
     def spawn(self, request: Fork) -> Child:
-        """Fork a child running ``request``; its result is read with :meth:`poll`."""
+        """Start a child running ``request``; its result is read with :meth:`poll`. A warm
+        child is forked from this process, the mutant's function code patched in; a cold one
+        is a fresh interpreter importing a copy of the runtime holding the mutated module."""
         self.spawned += 1
         out = self.root / f"child-{self.spawned}.json"
+        patch, path, cold = [], "", None
+        if request.mutant is not None:
+            found = "--cold" if request.cold else self.patch(request.mutant)
+            if isinstance(found, str):
+                path, cold = f"cold: {found}", self.root / f"cold-{self.spawned}"
+                shutil.copytree(self.package, cold / PACKAGE)  # with its bytecode
+                (cold / PACKAGE / request.mutant.file).write_text(request.mutant.source)
+                order = (cold / "request.json").as_posix()
+                pairs = request.work.args[0]  # a mutant's work: _first_failure(pairs, cases)
+                Path(order).write_text(json.dumps({"root": str(cold), "pairs": pairs,
+                                                   "out": str(out)}))  # fmt: skip
+            else:
+                patch, path = found, "warm"
         sys.stdout.flush()
         sys.stderr.flush()
         stops = {signal.SIGINT, signal.SIGTERM}
@@ -953,65 +964,65 @@ class Workspace:
         try:
             pid = os.fork()
             if pid == 0:  # the child
-                code, cold = 0, None
+                code = 0
                 try:
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
                     os.setpgid(0, 0)
+                    if cold is not None:
+                        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+                        os.execv(sys.executable, [sys.executable, "-c", COLD_CHILD,
+                                                  str(ROOT / "tools"), order])  # fmt: skip
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
                     sys.dont_write_bytecode = True
-                    path = ""
-                    if request.mutant is not None:
-                        why = "--cold" if request.cold else self.patch(request.mutant)
-                        path = "warm"
-                        if why is not None:
-                            cold = self.root / f"cold-{os.getpid()}"
-                            self.cold_import(request.mutant, cold)
-                            path = f"cold: {why}"
-                    data = request.work()
-                    data["path"] = path
-                    out.write_text(json.dumps(data))
+                    for function, new_code in patch:
+                        function.__code__ = new_code
+                    out.write_text(json.dumps(request.work()))
                 except BaseException:
                     code = 3
                     out.write_text(json.dumps({"crash": traceback.format_exc(limit=3)}))
                 finally:
-                    if cold is not None:
-                        shutil.rmtree(cold, ignore_errors=True)
                     os._exit(code)
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)  # also in the child: whichever runs first
             return Child(pid, out, request.timeout,
-                         time.monotonic() + WALL_FACTOR * request.timeout)  # fmt: skip
+                         time.monotonic() + WALL_FACTOR * request.timeout, path, cold)  # fmt: skip
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
 
     def poll(self, child: Child):
-        """None while ``child`` runs; then (data, None, CPU seconds), or (None, "timeout" or
-        why the child died, CPU seconds). A child stopped from outside (SIGTERM, SIGINT) stops
-        the run."""
+        """None while ``child`` runs; then (data, None, CPU seconds, path), or (None,
+        "timeout" or why the child died, CPU seconds, path). A child stopped from outside
+        (SIGTERM, SIGINT) stops the run."""
         done, status, usage = os.wait4(child.pid, os.WNOHANG)
         if not done:
             cpu = _cpu_seconds(child.pid)
             if cpu > child.timeout or time.monotonic() > child.deadline:
-                _kill(child.pid)
-                child.out.unlink(missing_ok=True)
-                return None, "timeout", cpu
+                self.end(child)
+                return None, "timeout", cpu, child.path
             return None
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT):
             raise KeyboardInterrupt  # stopped from outside: not the mutant's doing
         cpu = usage.ru_utime + usage.ru_stime
         try:
-            return json.loads(child.out.read_text()), None, cpu
+            return json.loads(child.out.read_text()), None, cpu, child.path
         except (OSError, ValueError):
-            return None, f"the child ended with status {status} and no result", cpu
+            why = f"the child ended with status {status} and no result"
+            return None, why, cpu, child.path
         finally:
-            child.out.unlink(missing_ok=True)
+            self.end(child)
 
-    # -- in a child
-    def patch(self, mutant: Mutant) -> str | None:
-        """The warm path: compile the mutated module and give the live functions of the
-        outermost function holding the change (and of the functions nested in it) their new
-        code, which every reference to them then runs. None when done, else why it cannot be
-        done (the cold path is taken)."""
+    def end(self, child: Child) -> None:
+        """End ``child`` (if it still runs) and remove what it leaves."""
+        _kill(child.pid)
+        child.out.unlink(missing_ok=True)
+        if child.cold is not None:
+            shutil.rmtree(child.cold, ignore_errors=True)
+
+    def patch(self, mutant: Mutant) -> list | str:
+        """The warm path: compile the mutated module, and list (function, new code) for the
+        live functions of the outermost function holding the change and of the functions
+        nested in it (a child assigns each its new code, which every reference to it then
+        runs); or why it cannot be done (the cold path is taken)."""
         if mutant.import_time or mutant.top is None:
             return "module or class level"
         if self.ran_at_import(mutant):
@@ -1036,20 +1047,29 @@ class Workspace:
         live = [(o, n) for o, n in pairs if self.functions.get(id(o))]
         if any(o.co_freevars != n.co_freevars or o.co_flags != n.co_flags for o, n in live):
             return "a live function's closure or kind changed"
-        for o, n in live:
-            for function in self.functions[id(o)]:
-                function.__code__ = n
-        return None
+        return [(function, n) for o, n in live for function in self.functions[id(o)]]
 
-    def cold_import(self, mutant: Mutant, root: Path) -> None:
-        """The cold path: forget the imported runtime, and import it again from a copy holding
-        the mutated module (``root``)."""
-        for name in self.warm_modules:
-            sys.modules.pop(name, None)
-        shutil.copytree(self.package, root / PACKAGE)
-        (root / PACKAGE / mutant.file).write_text(mutant.source)
-        sys.path.insert(0, str(root))
-        importlib.invalidate_caches()
+
+# A cold child: a fresh interpreter (argv: tools/, its request) importing the mutated copy.
+COLD_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); import mutation; mutation.cold_child()"
+
+
+def cold_child() -> None:
+    """In a cold child: certify the request's pairs with the runtime imported from its copy
+    (first on the import path), and write the result."""
+    request = json.loads(Path(sys.argv[2]).read_text())
+    out = Path(request["out"])
+    try:
+        sys.path.insert(0, request["root"])
+        sys.dont_write_bytecode = True
+        cases = {c.id: c for c in catalogue()}
+        data = _first_failure([tuple(p) for p in request["pairs"]], cases)
+        imported = getattr(sys.modules.get(PACKAGE), "__file__", None) or request["root"]
+        if not imported.startswith(request["root"] + os.sep):
+            raise MutationError(f"{PACKAGE} was imported from {imported}, not the copy")
+    except BaseException:
+        data = {"crash": traceback.format_exc(limit=3)}
+    out.write_text(json.dumps(data))
 
 
 def drive(ws: Workspace, tasks, jobs: int, done) -> None:
@@ -1086,8 +1106,7 @@ def drive(ws: Workspace, tasks, jobs: int, done) -> None:
             time.sleep(0.02)
     except KeyboardInterrupt:
         for _, _, child in running.values():
-            _kill(child.pid)
-            child.out.unlink(missing_ok=True)
+            ws.end(child)
         raise
 
 
@@ -1213,7 +1232,7 @@ class Control:
             results = []
 
             def task(part, label):
-                data, error, _ = yield Fork(
+                data, error, *_ = yield Fork(
                     functools.partial(_control_work, self.ws, part, label),
                     timeout=3600 + 60 * len(part),
                 )
@@ -1275,7 +1294,7 @@ class Control:
         generator, as :func:`run_mutant`."""
         if pair not in self.confirmed:
             cases = self.ws.cases
-            data, error, _ = yield Fork(functools.partial(_first_failure, [pair], cases), 600)
+            data, error, *_ = yield Fork(functools.partial(_first_failure, [pair], cases), 600)
             self.confirmed[pair] = bool(data) and not error and not data.get("killed", True)
             if not self.confirmed[pair]:
                 self.log(f"  control: {pair[1]} under {pair[0]} fails without a mutant; "
@@ -1314,9 +1333,8 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
     cases = ws.cases
     while True:
         request = Fork(functools.partial(_first_failure, pairs, cases), timeout, mutant, cold)
-        data, error, cpu = yield request
+        data, error, cpu, out.path = yield request
         out.cpu_seconds += cpu
-        out.path = (data or {}).get("path", out.path)
         if error == "timeout":
             out.status, out.note = "timeout", f"ran past {timeout:.0f} CPU seconds"
             break
