@@ -2,18 +2,30 @@
 
     python tools/mutation.py [--target PATH]... [--operator OP]... [--sample N --seed S]
                              [--no-coverage] [--max-cases N] [--hand-written | --no-hand-written]
-                             [--mutant ID]... [--report-dir DIR] [--list] [--floor]
+                             [--mutant ID]... [--case PATTERN]... [--jobs N] [--cold]
+                             [--report-dir DIR] [--list] [--floor]
 
 It generates *mutants* of ``reference_runtime/`` (one small change of its source each),
 certifies each with ``conformance certify``'s API on the cases likely to notice it, and writes
 ``mutation.md`` and ``mutation.json`` into ``--report-dir`` (default ``mutation-report/``).
 Nothing in the runtime knows it is being tested, and its files are never edited: the tool
-copies the ``reference_runtime`` package into a temporary folder, writes each mutant into the
-copy, and certifies it in a child process (forked from the tool before it has imported the
-runtime) whose import path puts the copy first; the judge (``conformance/``) is always the
-repository's own. ``--target`` takes modules or folders under ``reference_runtime/`` (default:
-the interpreter and the validator; ``--target ''``: every module but the command line and
-the renderer of docs/rules.md).
+copies the ``reference_runtime`` package into a temporary folder and imports that copy once
+(with the conformance adapter over it, running no case, so no cache is warm); each mutant is
+then certified in a child process, ``--jobs`` of them at a time (default: the CPU count). The
+judge (``conformance/``) is always the repository's own. ``--target`` takes modules or folders
+under ``reference_runtime/`` (default: the interpreter and the validator; ``--target ''``:
+every module but the command line and the renderer of docs/rules.md).
+
+A child applies its mutant one of two ways. *Warm* (a change inside a function body, nested
+functions included): the child is forked from the tool, which compiled the mutated module and
+found the new code of the outermost function holding the change; the child gives it (and the
+functions nested in it) to the live function objects (``function.__code__``), so every
+reference to them (imports by name, bound methods, decorators' wrappers, registries) runs the
+mutant. *Cold* (everything else: module- or class-level code, decorators and default arguments
+of those functions, code that ran while the runtime was imported, a live nested function whose
+closure would change): the child is a fresh interpreter whose import path puts a copy holding
+the mutated module first. ``--cold`` takes the cold path for every mutant (tests/
+test_mutation.py checks that both give the same verdicts). The report names each mutant's path.
 
 Mutants, by operator (``--operator``):
 
@@ -38,13 +50,20 @@ function or class body, in source order; ``hand:NAME`` for a hand-written one); 
 gives its line.
 
 Which cases certify a mutant: its module's group (``GROUPS``) names the runtime specs and suites
-that can notice it. By default a *control run* first certifies the unmutated copy on every one
-of them, recording which functions of the runtime each case calls; a mutant then runs only the
-cases that call the function holding it (all of them for code run at import), cheapest first,
-and stops at the first failing case (``certify(..., fail_fast=True)``). A case that fails in the
-control run is never used. ``--no-coverage`` skips the control run: the group's suites run in
-order (a validator module's own rule families first among the fail-closed cases), at most
-``--max-cases`` of them, and a kill counts once the killing case passes on the unmutated copy.
+that can notice it (``--case`` keeps only the cases whose id matches one of its patterns). By
+default a *control run* first certifies the unmutated copy on every one of them (over
+``--jobs`` children), recording which lines of the runtime each case runs (a ``sys.settrace``
+tracing only the runtime's frames); a mutant then runs only the cases that run one of its lines
+(all of them for code run at import or while a runtime opens), cheapest first, and stops at the
+first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. A
+case that fails in the control run is never used. The control run is cached in
+``--report-dir`` (``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/,
+fixtures/, goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and
+``CONTROL_FORMAT``): a run with the same KEY reuses the cases it holds and runs only those it
+lacks (the progress says which). ``--no-coverage`` skips the control run: the group's suites
+run in order (a validator module's own rule families first among the fail-closed cases), at
+most ``--max-cases`` of them, and a kill counts once the killing case passes on the unmutated
+copy.
 
 Verdicts: ``killed`` (a case failed, or the runtime no longer imports); ``timeout`` (the mutant
 used more than 30 CPU seconds plus 5 times what its cases took in the control run, or by a
@@ -61,10 +80,11 @@ mutant and the generated ones it lists by id) and fails when its kill rate is
 below the committed floor (which may only rise). ``--list`` prints the mutants without running
 them. Mutants run hand-written first, then in the order of the hash of (seed, id), so an
 interrupted run (Ctrl-C, SIGTERM), which reports the mutants it certified, has a sample spread
-over every module. Progress goes to stderr with the elapsed time; a summary ends the run. Exit status: 0 when
-the run completed (with ``--floor``: and the rate is not below the floor), 1 otherwise, 2 on a
-usage error. Needs ``os.fork`` (Linux, macOS); CPU-time limits read ``/proc`` (elsewhere, the
-wall-clock limit alone applies).
+over every module. Progress goes to stderr with the elapsed time (and each mutant's wall-clock
+and CPU seconds); a summary ends the run. Exit status: 0 when the run completed (with
+``--floor``: and the rate is not below the floor), 1 otherwise, 2 on a usage error. Needs
+``os.fork`` (Linux, macOS); CPU-time limits read ``/proc`` (elsewhere, the wall-clock limit
+alone applies).
 """
 
 from __future__ import annotations
@@ -1395,6 +1415,15 @@ def report(outcomes: list[Outcome], header: dict) -> tuple[dict, str]:
     md.append(f"- mutants: {len(outcomes)} run of {header['generated']} generated ({sampled}); "
               f"{'coverage-selected cases' if header['coverage'] else 'no coverage'}; "
               f"{header['seconds']:.0f} s")  # fmt: skip
+    paths = Counter(o.path.split(":")[0] for o in outcomes if o.path)
+    cpu = sum(o.cpu_seconds for o in outcomes)
+    md.append(f"- {header['jobs']} children at a time; {paths['warm']} mutants warm (function "
+              f"code patched), {paths['cold']} cold (module imported afresh); {cpu:.0f} CPU s "
+              "in mutant children")  # fmt: skip
+    if header["control"]:
+        md.append(f"- control run: {header['control']}")
+    if header["cases"]:
+        md.append(f"- cases: only those matching {', '.join(header['cases'])}")
     if header["interrupted"]:
         md.append(f"- **interrupted**: {len(outcomes)} of the {header['selected']} selected "
                   "mutants were certified")  # fmt: skip
