@@ -1095,8 +1095,8 @@ def cold_child() -> None:
 def drive(ws: Workspace, tasks, jobs: int, done) -> None:
     """Run ``tasks`` ((key, generator) pairs; a generator yields :class:`Fork` requests, is
     sent each one's result, and returns its own), with at most ``jobs`` children at a time;
-    ``done(key, result)`` as each ends. An interrupt ends the running children and is
-    re-raised."""
+    ``done(key, result)`` as each ends. An interrupt (or an error) ends the running children
+    and is re-raised."""
     tasks = iter(tasks)
     running: dict[int, tuple] = {}
 
@@ -1124,7 +1124,7 @@ def drive(ws: Workspace, tasks, jobs: int, done) -> None:
                     del running[pid]
                     advance(key, task, result)
             time.sleep(0.02)
-    except KeyboardInterrupt:
+    except BaseException:
         for _, _, child in running.values():
             ws.end(child)
         raise
