@@ -903,7 +903,8 @@ class Child:
 
 class Workspace:
     """A copy of reference_runtime/, imported once into this process (the *warm parent*: no
-    case has run, so no cache is warm); each mutant is certified in a child forked from it."""
+    case has run, so no cache is warm); each mutant is certified in a child forked from it
+    (warm) or in a fresh interpreter importing a mutated copy (cold)."""
 
     def __init__(self, package_dir: Path):
         self.tmp = tempfile.TemporaryDirectory(prefix="mutation-")
