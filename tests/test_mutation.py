@@ -276,8 +276,8 @@ def test_coverage_runs_only_the_cases_that_execute_a_mutant_and_is_cached(tmp_pa
 
 
 def test_the_ci_sample_kill_rate_holds_the_floor(tmp_path):
-    """Certifies the committed sample's mutants (a subprocess: the tool forks children before
-    the runtime is imported) and compares the kill rate with the floor, which may only rise."""
+    """Certifies the committed sample's mutants (a subprocess: the tool imports its own copy of
+    the runtime) and compares the kill rate with the floor, which may only rise."""
     floor = yaml.safe_load(mutation.FLOOR_FILE.read_text())
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "mutation.py"), "--floor",
