@@ -155,9 +155,129 @@ def test_fail_fast_certification_stops_at_the_first_failure():
     assert [r.status for r in results] == ["failed"] * 4
 
 
+NESTED = """
+class C:
+    def method(self, x):
+        def inner(y):
+            return y + 1
+        return inner(x) * 2
+
+
+square = lambda v: v * v
+LIMIT = 1 + 2
+"""
+
+
+def test_each_mutation_point_knows_its_outermost_function():
+    """The warm path patches the code of the outermost function holding a change (a nested
+    function's code is a constant of it); module- and class-level code has none."""
+    finder = mutation._Finder(NESTED)
+    tops = {
+        ast.unparse(node): (top, import_time) for node, *_, import_time, _, top in finder.points
+    }
+    assert tops["y + 1"] == (("method", 3), False)
+    assert tops["inner(x) * 2"] == (("method", 3), False)
+    assert tops["v * v"] == (("<lambda>", 9), False)
+    assert tops["1 + 2"] == (None, True)
+
+
+def test_line_ranges_round_trip():
+    lines = [1, 2, 3, 7, 9, 10]
+    assert mutation._ranges(lines) == "1-3,7,9-10"
+    assert mutation._lines(mutation._ranges(lines)) == lines
+    assert mutation._lines("") == []
+
+
+def test_the_control_run_selects_the_cases_that_run_a_mutants_lines():
+    """A mutant runs only on the cases that ran one of its lines, cheapest first; on every
+    case when its code runs at import or when a runtime opens; on none when no case runs it."""
+
+    class Imported:  # what the warm parent ran at import
+        def ran_at_import(self, m):
+            return m.span == (1, 1)
+
+    control = mutation.Control(Imported(), print)
+    a, b, c = ("s", "a"), ("s", "b"), ("s", "c")
+    control.seconds = {a: 3.0, b: 1.0, c: 2.0}
+    control.covers["f.py"].update({10: [a, b], 11: [c], 12: [a]})
+    control.at_open["f.py"] = {30}
+
+    def mutant(span, import_time=False):
+        return mutation.Mutant("m", "f.py", span[0], 0, span[1], "constant", "", "", import_time,
+                               None, span=span)  # fmt: skip
+
+    everything = [a, b, c, ("s", "failed in the control run")]
+    assert control.select(mutant((10, 10)), everything) == [b, a]
+    assert control.select(mutant((11, 12)), everything) == [c, a]
+    assert control.select(mutant((11, 11)), [a, b]) == []
+    assert control.select(mutant((20, 21)), everything) == []
+    assert control.select(mutant((20, 20), import_time=True), everything) == [b, c, a]
+    assert control.select(mutant((1, 1)), everything) == [b, c, a]
+    assert control.select(mutant((29, 31)), everything) == [b, c, a]
+
+
+def _run_tool(tmp_path, *args):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "mutation.py"), "--report-dir", str(tmp_path),
+         *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    return {m["id"]: m for m in report["mutants"]}, done.stderr
+
+
+SCATTER = "workflow/scatter.py::check_scatter_bounds::"
+
+
+def test_the_warm_path_gives_the_cold_paths_verdicts(tmp_path):
+    """Patching a function's code into the runtime imported once (warm) certifies a mutant as
+    importing its mutated module afresh (cold, ``--cold``) does."""
+    sample = ["hand:session_not_saved", "hand:native_falls_back_to_ort",
+              SCATTER + "comparison#12", SCATTER + "comparison#3"]  # fmt: skip
+    args = [f"--mutant={m}" for m in sample] + [
+        "--case=golden/scatter*", "--case=golden/session_counter/*",
+        "--case=executor/counting_loop/*", "--no-coverage", "--max-cases=6", "--jobs=2",
+    ]  # fmt: skip
+    warm, _ = _run_tool(tmp_path / "warm", *args)
+    cold, _ = _run_tool(tmp_path / "cold", *args, "--cold")
+    verdicts = {m: (warm[m]["status"], warm[m]["case"]) for m in sample}
+    assert verdicts == {m: (cold[m]["status"], cold[m]["case"]) for m in sample}
+    assert {m: warm[m]["path"] for m in sample} == {
+        "hand:session_not_saved": "warm",
+        "hand:native_falls_back_to_ort": "cold: module or class level",
+        SCATTER + "comparison#12": "warm",
+        SCATTER + "comparison#3": "warm",
+    }
+    assert {cold[m]["path"] for m in sample} == {"cold: --cold"}
+    # Both paths can kill: the session is not saved, and the scatter lengths check inverted.
+    assert verdicts["hand:session_not_saved"] == ("killed", "golden/session_counter/three_runs")
+    assert verdicts[SCATTER + "comparison#12"][0] == "killed"
+
+
+def test_coverage_runs_only_the_cases_that_execute_a_mutant_and_is_cached(tmp_path):
+    """The control run records the lines each case runs: a mutant no case reaches survives at
+    no cost; a second run reuses the control run from the report folder."""
+    args = ["--target=workflow/scatter.py", "--case=golden/scatter*", "--jobs=2",
+            f"--mutant={SCATTER}comparison#12", f"--mutant={SCATTER}removed_statement#0"]  # fmt: skip
+    first, log = _run_tool(tmp_path, *args)
+    assert "no cache control-" in log
+    (cache,) = tmp_path.glob("control-*.json.gz")
+    unreached = first[SCATTER + "removed_statement#0"]  # `continue`: no golden scatter case skips
+    assert (unreached["status"], unreached["note"], unreached["cases_run"]) == (
+        "survived", "no case executes it", 0)  # fmt: skip
+    killed = first[SCATTER + "comparison#12"]
+    assert killed["status"] == "killed" and killed["case"].startswith("golden/scatter")
+    second, log = _run_tool(tmp_path, *args)
+    assert f"reused {cache}" in log
+    assert {m: (o["status"], o["case"]) for m, o in second.items()} == {
+        m: (o["status"], o["case"]) for m, o in first.items()
+    }
+
+
 def test_the_ci_sample_kill_rate_holds_the_floor(tmp_path):
-    """Certifies the committed sample's mutants (a subprocess: the tool forks children before
-    the runtime is imported) and compares the kill rate with the floor, which may only rise."""
+    """Certifies the committed sample's mutants (a subprocess: the tool imports its own copy of
+    the runtime) and compares the kill rate with the floor, which may only rise."""
     floor = yaml.safe_load(mutation.FLOOR_FILE.read_text())
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "mutation.py"), "--floor",

@@ -2,18 +2,30 @@
 
     python tools/mutation.py [--target PATH]... [--operator OP]... [--sample N --seed S]
                              [--no-coverage] [--max-cases N] [--hand-written | --no-hand-written]
-                             [--mutant ID]... [--report-dir DIR] [--list] [--floor]
+                             [--mutant ID]... [--case PATTERN]... [--jobs N] [--cold]
+                             [--report-dir DIR] [--list] [--floor]
 
 It generates *mutants* of ``reference_runtime/`` (one small change of its source each),
 certifies each with ``conformance certify``'s API on the cases likely to notice it, and writes
 ``mutation.md`` and ``mutation.json`` into ``--report-dir`` (default ``mutation-report/``).
 Nothing in the runtime knows it is being tested, and its files are never edited: the tool
-copies the ``reference_runtime`` package into a temporary folder, writes each mutant into the
-copy, and certifies it in a child process (forked from the tool before it has imported the
-runtime) whose import path puts the copy first; the judge (``conformance/``) is always the
-repository's own. ``--target`` takes modules or folders under ``reference_runtime/`` (default:
-the interpreter and the validator; ``--target ''``: every module but the command line and
-the renderer of docs/rules.md).
+copies the ``reference_runtime`` package into a temporary folder and imports that copy once
+(with the conformance adapter over it, running no case, so no cache is warm); each mutant is
+then certified in a child process, ``--jobs`` of them at a time (default: the CPU count). The
+judge (``conformance/``) is always the repository's own. ``--target`` takes modules or folders
+under ``reference_runtime/`` (default: the interpreter and the validator; ``--target ''``:
+every module but the command line and the renderer of docs/rules.md).
+
+A child applies its mutant one of two ways. *Warm* (a change inside a function body, nested
+functions included): the child is forked from the tool, which compiled the mutated module and
+found the new code of the outermost function holding the change; the child gives it (and the
+functions nested in it) to the live function objects (``function.__code__``), so every
+reference to them (imports by name, bound methods, decorators' wrappers, registries) runs the
+mutant. *Cold* (everything else: module- or class-level code, decorators and default arguments
+of those functions, code that ran while the runtime was imported, a live nested function whose
+closure would change): the child is a fresh interpreter whose import path puts a copy holding
+the mutated module first. ``--cold`` takes the cold path for every mutant (tests/
+test_mutation.py checks that both give the same verdicts). The report names each mutant's path.
 
 Mutants, by operator (``--operator``):
 
@@ -38,13 +50,20 @@ function or class body, in source order; ``hand:NAME`` for a hand-written one); 
 gives its line.
 
 Which cases certify a mutant: its module's group (``GROUPS``) names the runtime specs and suites
-that can notice it. By default a *control run* first certifies the unmutated copy on every one
-of them, recording which functions of the runtime each case calls; a mutant then runs only the
-cases that call the function holding it (all of them for code run at import), cheapest first,
-and stops at the first failing case (``certify(..., fail_fast=True)``). A case that fails in the
-control run is never used. ``--no-coverage`` skips the control run: the group's suites run in
-order (a validator module's own rule families first among the fail-closed cases), at most
-``--max-cases`` of them, and a kill counts once the killing case passes on the unmutated copy.
+that can notice it (``--case`` keeps only the cases whose id matches one of its patterns). By
+default a *control run* first certifies the unmutated copy on every one of them (over
+``--jobs`` children), recording which lines of the runtime each case runs (a ``sys.settrace``
+tracing only the runtime's frames); a mutant then runs only the cases that run one of its lines
+(all of them for code run at import or while a runtime opens), cheapest first, and stops at the
+first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. A
+case that fails in the control run is never used. The control run is cached in
+``--report-dir`` (``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/,
+fixtures/, goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and
+``CONTROL_FORMAT``): a run with the same KEY reuses the cases it holds and runs only those it
+lacks (the progress says which). ``--no-coverage`` skips the control run: the group's suites
+run in order (a validator module's own rule families first among the fail-closed cases), at
+most ``--max-cases`` of them, and a kill counts once the killing case passes on the unmutated
+copy.
 
 Verdicts: ``killed`` (a case failed, or the runtime no longer imports); ``timeout`` (the mutant
 used more than 30 CPU seconds plus 5 times what its cases took in the control run, or by a
@@ -61,10 +80,11 @@ mutant and the generated ones it lists by id) and fails when its kill rate is
 below the committed floor (which may only rise). ``--list`` prints the mutants without running
 them. Mutants run hand-written first, then in the order of the hash of (seed, id), so an
 interrupted run (Ctrl-C, SIGTERM), which reports the mutants it certified, has a sample spread
-over every module. Progress goes to stderr with the elapsed time; a summary ends the run. Exit status: 0 when
-the run completed (with ``--floor``: and the rate is not below the floor), 1 otherwise, 2 on a
-usage error. Needs ``os.fork`` (Linux, macOS); CPU-time limits read ``/proc`` (elsewhere, the
-wall-clock limit alone applies).
+over every module. Progress goes to stderr with the elapsed time (and each mutant's wall-clock
+and CPU seconds); a summary ends the run. Exit status: 0 when the run completed (with
+``--floor``: and the rate is not below the floor), 1 otherwise, 2 on a usage error. Needs
+``os.fork`` (Linux, macOS); CPU-time limits read ``/proc`` (elsewhere, the wall-clock limit
+alone applies).
 """
 
 from __future__ import annotations
@@ -75,8 +95,13 @@ import compileall
 import contextlib
 import copy
 import difflib
+import fnmatch
 import functools
+import gc
+import gzip
 import hashlib
+import importlib
+import inspect
 import json
 import os
 import py_compile
@@ -85,12 +110,17 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
+import types
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy
+import onnx
+import onnxruntime
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,6 +203,8 @@ SUITE_SECONDS = {
 # (in the control run, or by SUITE_SECONDS); and WALL_FACTOR times that in wall-clock time
 # (a mutant that hangs without computing).
 BASE_TIMEOUT, TIMEOUT_FACTOR, WALL_FACTOR = 30.0, 5.0, 10.0
+# What the control run records and how (part of its cache key): change it with either.
+CONTROL_FORMAT = "lines-1"
 
 
 @dataclass(frozen=True)
@@ -278,6 +310,12 @@ class Mutant:
     function: int | None  # the first line of the function holding it (with its decorators)
     caught_by: tuple[str, str] | None = None
     codes: frozenset[str] = frozenset()  # the rule codes its function names
+    # The lines whose execution runs the changed code (the changed node's; a hand-written
+    # mutant's: its whole function's), and the outermost function holding the change, (name,
+    # first line) as its code object has them (None at module or class level): the warm path
+    # patches that function's code.
+    span: tuple[int, int] = (0, 0)
+    top: tuple[str, int] | None = None
 
 
 @dataclass
@@ -294,7 +332,9 @@ class Outcome:
     note: str = ""
     cases_run: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # the CPU time of its children
     diff: str = ""
+    path: str = ""  # warm (its function's code patched) or cold: why (its module imported)
 
 
 # ---------------------------------------------------------------- generating mutants
@@ -353,13 +393,15 @@ class _Finder:
         self.scope: list[str] = []
         self.in_function = False
         self.function: int | None = None
+        self.top: tuple[str, int] | None = None  # the outermost function: (name, first line)
         self.visit(ast.parse(text))
 
     def add(self, node, replacement: str, operator: str, description: str) -> None:
         scope = ".".join(self.scope) or "<module>"
         self.points.append(
-            (node, replacement, operator, description, scope, not self.in_function, self.function)
-        )
+            (node, replacement, operator, description, scope, not self.in_function,
+             self.function, self.top)
+        )  # fmt: skip
 
     # -- the walk: annotations and docstrings are skipped, scopes tracked
     def visit(self, node) -> None:
@@ -378,20 +420,25 @@ class _Finder:
                 self.in_function,
                 (self.in_function or not isinstance(node, ast.ClassDef)),
             )
-            outer_function = self.function
+            outer_function, outer_top = self.function, self.top
             if not isinstance(node, ast.ClassDef):
                 self.function = _first_line(node)
+                if not outer:
+                    self.top = (node.name, self.function)
             self.body(node.body)
             self.scope.pop()
-            self.in_function, self.function = outer, outer_function
+            self.in_function, self.function, self.top = outer, outer_function, outer_top
             return
         if isinstance(node, ast.Lambda):
             for default in (*node.args.defaults, *node.args.kw_defaults):
                 if default is not None:
                     self.visit(default)
             outer, self.in_function = self.in_function, True
+            outer_top = self.top
+            if not outer:
+                self.top = ("<lambda>", node.lineno)
             self.visit(node.body)
-            self.in_function = outer
+            self.in_function, self.top = outer, outer_top
             return
         if isinstance(node, ast.Module):
             self.body(node.body)
@@ -514,17 +561,25 @@ def _first_line(node) -> int:
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
-def _enclosing_function(text: str, line: int) -> int | None:
-    """The first line of the innermost function holding ``line`` (None at module level)."""
-    found = None
+def _enclosing_function(text: str, line: int) -> tuple[int | None, tuple[int, int], tuple | None]:
+    """The innermost function holding ``line``: (its first line, the span of its body's lines,
+    the outermost function holding it as (name, first line)); (None, every line, None) at
+    module level."""
+    found = []
     for node in ast.walk(ast.parse(text)):
-        if (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and (node.lineno <= line <= node.end_lineno)
-            and (found is None or node.lineno > found.lineno)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
+            node.lineno <= line <= node.end_lineno
         ):
-            found = node
-    return None if found is None else _first_line(found)
+            found.append(node)
+    if not found:
+        return None, (1, text.count("\n") + 1), None
+    inner = max(found, key=lambda n: n.lineno)
+    outer = min(found, key=lambda n: n.lineno)
+    return (
+        _first_line(inner),
+        (inner.body[0].lineno, inner.end_lineno),  # its body: the def line runs at import
+        (outer.name, _first_line(outer)),
+    )
 
 
 RULE_CODE = re.compile(r"[A-H][0-9]{2}")
@@ -593,7 +648,7 @@ def generate(package_dir: Path, targets, operators, hand_written: bool) -> list[
         seen = {text}
         ordinal: Counter = Counter()
         for point in _Finder(text).points:
-            node, replacement, operator, description, scope, import_time, function = point
+            node, replacement, operator, description, scope, import_time, function, top = point
             key = (scope, operator)
             index = ordinal[key]
             ordinal[key] += 1
@@ -617,6 +672,8 @@ def generate(package_dir: Path, targets, operators, hand_written: bool) -> list[
                     function,
                     None,
                     codes.get(function, codes[None]),
+                    (node.lineno, node.end_lineno),
+                    top,
                 )
             )
     if hand_written and "hand_written" in operators:
@@ -631,7 +688,7 @@ def generate(package_dir: Path, targets, operators, hand_written: bool) -> list[
             offset = text.index(fault.old)
             line = text.count("\n", 0, offset) + 1
             source = text.replace(fault.old, fault.new)
-            function = _enclosing_function(text, line)
+            function, span, top = _enclosing_function(text, line)
             mutants.append(
                 Mutant(
                     f"hand:{fault.name}",
@@ -645,6 +702,8 @@ def generate(package_dir: Path, targets, operators, hand_written: bool) -> list[
                     function is None,
                     function,
                     fault.caught_by,
+                    span=span,
+                    top=top,
                 )
             )
     return mutants
@@ -736,73 +795,356 @@ def candidates(rel: str, cases: dict, codes=frozenset()) -> list[tuple[str, str]
     return sorted(dict.fromkeys(out), key=lambda pair: pair not in named)
 
 
+class LineTracer:
+    """A ``sys.settrace`` function recording which lines of the files under ``prefix`` run: it
+    gives a local tracer only to their frames (every other frame runs untraced). ``with
+    tracer:`` traces this thread and the threads it starts."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.files: dict[str, set[int]] = {}
+        self.local: dict[str, object] = {}
+
+    def __call__(self, frame, event, arg):
+        name = frame.f_code.co_filename
+        try:
+            return self.local[name]
+        except KeyError:
+            pass
+        local = None
+        if name.startswith(self.prefix):
+            add = self.files.setdefault(name[len(self.prefix) :], set()).add
+
+            def local(frame, event, arg):
+                if event == "line":
+                    add(frame.f_lineno)
+                return local
+
+        self.local[name] = local
+        return local
+
+    def __enter__(self):
+        threading.settrace(self)
+        sys.settrace(self)
+        return self
+
+    def __exit__(self, *exc):
+        sys.settrace(None)
+        threading.settrace(None)
+
+    def take(self) -> dict[str, list[int]]:
+        """The lines run since the last ``take`` (file relative to the prefix: sorted lines)."""
+        out = {name: sorted(lines) for name, lines in self.files.items() if lines}
+        for lines in self.files.values():
+            lines.clear()
+        return out
+
+
+def _ranges(lines) -> str:
+    """``[1, 2, 3, 7]`` as ``"1-3,7"``."""
+    out, lines = [], sorted(lines)
+    i = 0
+    while i < len(lines):
+        j = i
+        while j + 1 < len(lines) and lines[j + 1] == lines[j] + 1:
+            j += 1
+        out.append(str(lines[i]) if i == j else f"{lines[i]}-{lines[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _lines(ranges: str) -> list[int]:
+    out = []
+    for part in filter(None, ranges.split(",")):
+        first, _, last = part.partition("-")
+        out += range(int(first), int(last or first) + 1)
+    return out
+
+
+def _top_codes(code):
+    """The code objects of the functions defined at module or class level in a module's code."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_flags & inspect.CO_OPTIMIZED:
+                yield const
+            else:  # a class body
+                yield from _top_codes(const)
+
+
+def _nested(code) -> list:
+    """Every code object nested in ``code`` (its nested functions, lambdas, comprehensions)."""
+    out = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out += [const, *_nested(const)]
+    return out
+
+
+def _pairs(old, new) -> list | None:
+    """(old code, new code) for ``old`` and every code nested in it, matched in order; None
+    when the two nest different functions."""
+    a = [c for c in old.co_consts if isinstance(c, types.CodeType)]
+    b = [c for c in new.co_consts if isinstance(c, types.CodeType)]
+    if [c.co_name for c in a] != [c.co_name for c in b]:
+        return None
+    out = [(old, new)]
+    for x, y in zip(a, b, strict=True):
+        inner = _pairs(x, y)
+        if inner is None:
+            return None
+        out += inner
+    return out
+
+
+@dataclass
+class Fork:
+    """A child to run: ``work()`` (returning JSON data) with ``mutant`` applied (warm: its
+    function's code patched into the live runtime, or cold: its module imported afresh)."""
+
+    work: object
+    timeout: float  # CPU seconds; WALL_FACTOR times that in wall-clock time
+    mutant: Mutant | None = None
+    cold: bool = False
+
+
+@dataclass
+class Child:
+    pid: int
+    out: Path
+    timeout: float
+    deadline: float
+    path: str  # "warm", "cold: why", or "" (no mutant)
+    cold: Path | None = None  # a cold child's copy of the runtime
+
+
 class Workspace:
-    """A copy of reference_runtime/ whose files the mutants are written into, one at a time;
-    children forked from this process certify it."""
+    """A copy of reference_runtime/, imported once into this process (the *warm parent*: no
+    case has run, so no cache is warm); each mutant is certified in a child forked from it
+    (warm) or in a fresh interpreter importing a mutated copy (cold)."""
 
     def __init__(self, package_dir: Path):
         self.tmp = tempfile.TemporaryDirectory(prefix="mutation-")
         self.root = Path(self.tmp.name)
         self.package = self.root / PACKAGE
+        self.prefix = str(self.package) + os.sep
         shutil.copytree(package_dir, self.package,
                         ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
         # Bytecode checked against the source's hash: a mutated file is always recompiled.
         compileall.compile_dir(self.package, quiet=1,
                                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)  # fmt: skip
         self.cases = {c.id: c for c in catalogue()}
+        self.spawned = 0
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Import every module of the copy and the conformance adapter over it, recording the
+        lines run at import; index the runtime's functions by their code."""
+        sys.path.insert(0, str(self.root))
+        importlib.invalidate_caches()
+        tracer = LineTracer(self.prefix)
+        try:
+            with tracer:
+                for path in sorted(self.package.rglob("*.py")):
+                    module = path.relative_to(self.root).with_suffix("").as_posix()
+                    module = module.replace("/", ".").removesuffix(".__init__")
+                    if not module.endswith("__main__"):
+                        importlib.import_module(module)
+                importlib.import_module("conformance.runtimes.reference")
+        except Exception as exc:
+            raise MutationError(f"{PACKAGE} does not import: {type(exc).__name__}: {exc}") from None
+        self.at_import = {name: set(lines) for name, lines in tracer.take().items()}
+        if not sys.modules[PACKAGE].__file__.startswith(self.prefix):
+            raise MutationError(f"{PACKAGE} was imported from {sys.modules[PACKAGE].__file__}, "
+                                "not the copy")  # fmt: skip
+        self.functions: dict[int, list] = defaultdict(list)  # id(code): the functions running it
+        self.tops: dict[tuple, list] = defaultdict(list)  # (file, name, first line): codes
+        for obj in gc.get_objects():
+            if isinstance(obj, types.FunctionType):
+                code = obj.__code__
+                if code.co_filename.startswith(self.prefix):
+                    if id(code) not in self.functions and "<locals>" not in code.co_qualname:
+                        key = (code.co_filename[len(self.prefix) :], code.co_name,
+                               code.co_firstlineno)  # fmt: skip
+                        self.tops[key].append(code)
+                    self.functions[id(code)].append(obj)
 
     def close(self) -> None:
         self.tmp.cleanup()
 
-    def fork(self, work, timeout: float, mutant: Mutant | None = None):
-        """Run ``work()`` (returning JSON data) in a child with ``mutant`` written into the
-        copy; (data, None), or (None, "timeout") / (None, why the child died)."""
-        path = self.package / mutant.file if mutant else None
-        original = path.read_text() if path else None
-        if path:
-            path.write_text(mutant.source)
-        out = self.root / "child.json"
-        out.unlink(missing_ok=True)
+    def ran_at_import(self, mutant: Mutant) -> bool:
+        lines = self.at_import.get(mutant.file, ())
+        return any(line in lines for line in range(mutant.span[0], mutant.span[1] + 1))
+
+    def spawn(self, request: Fork) -> Child:
+        """Start a child running ``request``; its result is read with :meth:`poll`. A warm
+        child is forked from this process, the mutant's function code patched in; a cold one
+        is a fresh interpreter importing a copy of the runtime holding the mutated module."""
+        self.spawned += 1
+        out = self.root / f"child-{self.spawned}.json"
+        patch, path, cold = [], "", None
+        if request.mutant is not None:
+            found = "--cold" if request.cold else self.patch(request.mutant)
+            if isinstance(found, str):
+                path, cold = f"cold: {found}", self.root / f"cold-{self.spawned}"
+                shutil.copytree(self.package, cold / PACKAGE)  # with its bytecode
+                (cold / PACKAGE / request.mutant.file).write_text(request.mutant.source)
+                order = (cold / "request.json").as_posix()
+                pairs = request.work.args[0]  # a mutant's work: _first_failure(pairs, cases)
+                Path(order).write_text(json.dumps({"root": str(cold), "pairs": pairs,
+                                                   "out": str(out)}))  # fmt: skip
+            else:
+                patch, path = found, "warm"
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child
-            code = 0
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.setpgid(0, 0)
-                sys.path.insert(0, str(self.root))
-                sys.dont_write_bytecode = True
-                out.write_text(json.dumps(work()))
-            except BaseException:
-                code = 3
-                out.write_text(json.dumps({"crash": traceback.format_exc(limit=3)}))
-            finally:
-                os._exit(code)
-        with contextlib.suppress(OSError):
-            os.setpgid(pid, pid)  # also in the child: whichever runs first
+        stops = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # no child escapes an interrupt
         try:
-            deadline = time.monotonic() + WALL_FACTOR * timeout
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                if _cpu_seconds(pid) > timeout or time.monotonic() > deadline:
-                    _kill(pid)
-                    return None, "timeout"
-                time.sleep(0.02)
-            if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT):
-                raise KeyboardInterrupt  # stopped from outside: not the mutant's doing
-            try:
-                return json.loads(out.read_text()), None
-            except (OSError, ValueError):
-                return None, f"the child ended with status {status} and no result"
-        except KeyboardInterrupt:
-            _kill(pid)
-            raise
+            pid = os.fork()
+            if pid == 0:  # the child
+                code = 0
+                try:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    os.setpgid(0, 0)
+                    if cold is not None:
+                        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+                        os.execv(sys.executable, [sys.executable, "-c", COLD_CHILD,
+                                                  str(ROOT / "tools"), order])  # fmt: skip
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+                    sys.dont_write_bytecode = True
+                    for function, new_code in patch:
+                        function.__code__ = new_code
+                    out.write_text(json.dumps(request.work()))
+                except BaseException:
+                    code = 3
+                    out.write_text(json.dumps({"crash": traceback.format_exc(limit=3)}))
+                finally:
+                    os._exit(code)
+            with contextlib.suppress(OSError):
+                os.setpgid(pid, pid)  # also in the child: whichever runs first
+            return Child(pid, out, request.timeout,
+                         time.monotonic() + WALL_FACTOR * request.timeout, path, cold)  # fmt: skip
         finally:
-            if path:
-                path.write_text(original)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+
+    def poll(self, child: Child):
+        """None while ``child`` runs; then (data, None, CPU seconds, path), or (None,
+        "timeout" or why the child died, CPU seconds, path). A child stopped from outside
+        (SIGTERM, SIGINT) stops the run."""
+        done, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if not done:
+            cpu = _cpu_seconds(child.pid)
+            if cpu > child.timeout or time.monotonic() > child.deadline:
+                self.end(child)
+                return None, "timeout", cpu, child.path
+            return None
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT):
+            raise KeyboardInterrupt  # stopped from outside: not the mutant's doing
+        cpu = usage.ru_utime + usage.ru_stime
+        try:
+            return json.loads(child.out.read_text()), None, cpu, child.path
+        except (OSError, ValueError):
+            why = f"the child ended with status {status} and no result"
+            return None, why, cpu, child.path
+        finally:
+            self.end(child)
+
+    def end(self, child: Child) -> None:
+        """End ``child`` (if it still runs) and remove what it leaves."""
+        _kill(child.pid)
+        child.out.unlink(missing_ok=True)
+        if child.cold is not None:
+            shutil.rmtree(child.cold, ignore_errors=True)
+
+    def patch(self, mutant: Mutant) -> list | str:
+        """The warm path: compile the mutated module, and list (function, new code) for the
+        live functions of the outermost function holding the change and of the functions
+        nested in it (a child assigns each its new code, which every reference to it then
+        runs); or why it cannot be done (the cold path is taken)."""
+        if mutant.import_time or mutant.top is None:
+            return "module or class level"
+        if self.ran_at_import(mutant):
+            return "it runs at import"
+        olds = self.tops.get((mutant.file, *mutant.top), [])
+        if len(olds) != 1:
+            return f"{len(olds)} live functions {mutant.top[0]} at line {mutant.top[1]}"
+        try:
+            module = compile(mutant.source, str(self.package / mutant.file), "exec",
+                             dont_inherit=True)  # fmt: skip
+        except (SyntaxError, ValueError):
+            return "the module does not compile"
+        news = [c for c in _top_codes(module) if (c.co_name, c.co_firstlineno) == mutant.top]
+        if len(news) != 1:
+            return "the mutated function is not found"
+        old, new = olds[0], news[0]
+        pairs = _pairs(old, new)
+        if pairs is None:  # nested functions added or removed: only fresh ones are affected
+            if any(self.functions.get(id(c)) for c in _nested(old)):
+                return "a live nested function changed"
+            pairs = [(old, new)]
+        live = [(o, n) for o, n in pairs if self.functions.get(id(o))]
+        if any(o.co_freevars != n.co_freevars or o.co_flags != n.co_flags for o, n in live):
+            return "a live function's closure or kind changed"
+        return [(function, n) for o, n in live for function in self.functions[id(o)]]
+
+
+# A cold child: a fresh interpreter (argv: tools/, its request) importing the mutated copy.
+COLD_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); import mutation; mutation.cold_child()"
+
+
+def cold_child() -> None:
+    """In a cold child: certify the request's pairs with the runtime imported from its copy
+    (first on the import path), and write the result."""
+    request = json.loads(Path(sys.argv[2]).read_text())
+    out = Path(request["out"])
+    try:
+        sys.path.insert(0, request["root"])
+        sys.dont_write_bytecode = True
+        cases = {c.id: c for c in catalogue()}
+        data = _first_failure([tuple(p) for p in request["pairs"]], cases)
+        imported = getattr(sys.modules.get(PACKAGE), "__file__", None) or request["root"]
+        if not imported.startswith(request["root"] + os.sep):
+            raise MutationError(f"{PACKAGE} was imported from {imported}, not the copy")
+    except BaseException:
+        data = {"crash": traceback.format_exc(limit=3)}
+    out.write_text(json.dumps(data))
+
+
+def drive(ws: Workspace, tasks, jobs: int, done) -> None:
+    """Run ``tasks`` ((key, generator) pairs; a generator yields :class:`Fork` requests, is
+    sent each one's result, and returns its own), with at most ``jobs`` children at a time;
+    ``done(key, result)`` as each ends. An interrupt (or an error) ends the running children
+    and is re-raised."""
+    tasks = iter(tasks)
+    running: dict[int, tuple] = {}
+
+    def advance(key, task, value) -> None:
+        try:
+            request = task.send(value)
+        except StopIteration as stop:
+            done(key, stop.value)
+            return
+        child = ws.spawn(request)
+        running[child.pid] = (key, task, child)
+
+    try:
+        while True:
+            while len(running) < jobs:
+                nxt = next(tasks, None)
+                if nxt is None:
+                    break
+                advance(*nxt, None)
+            if not running:
+                return
+            for pid, (key, task, child) in list(running.items()):
+                result = ws.poll(child)
+                if result is not None:
+                    del running[pid]
+                    advance(key, task, result)
+            time.sleep(0.02)
+    except BaseException:
+        for _, _, child in running.values():
+            ws.end(child)
+        raise
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -849,99 +1191,147 @@ def _first_failure(pairs: list[tuple[str, str]], cases: dict) -> dict:
     return {"killed": False, "ran": ran}
 
 
-class Control:
-    """The unmutated copy certified on every candidate case, recording which functions of the
-    runtime each case calls (coverage mode), or confirming kills one case at a time."""
+def _control_work(ws: Workspace, pairs: list[tuple[str, str]], label: str) -> dict:
+    """In a child of the warm parent: judge ``pairs`` on the unmutated runtime, recording the
+    lines each case runs (and those opening each runtime spec runs)."""
+    from conformance.runtimes import open_runtime
 
-    def __init__(self, ws: Workspace, pairs: list[tuple[str, str]], log):
+    tracer = LineTracer(ws.prefix)
+    out: dict = {"cases": [], "open": {}}
+    runtimes = {}
+    for n, (spec, cid) in enumerate(pairs, 1):
+        if spec not in runtimes:
+            with tracer:
+                runtime = open_runtime(spec)
+                runtimes[spec] = (runtime, set(runtime.describe().get("features", [])))
+            out["open"][spec] = {f: _ranges(lines) for f, lines in tracer.take().items()}
+        runtime, features = runtimes[spec]
+        with tracer:
+            result = judge(runtime, ws.cases[cid], features)
+        lines = {f: _ranges(lines) for f, lines in tracer.take().items()}
+        out["cases"].append([spec, cid, result.status, result.got, result.seconds, lines])
+        if n % 100 == 0 or n == len(pairs):
+            print(f"  control{label}: {n}/{len(pairs)} cases", file=sys.stderr, flush=True)
+    return out
+
+
+def control_key() -> str:
+    """A hash of everything the control run depends on: the runtime's sources, conformance/,
+    fixtures/, goldens/, the versions of Python and the libraries beneath, and the format of
+    what it records (``CONTROL_FORMAT``)."""
+    h = hashlib.sha256()
+    versions = [CONTROL_FORMAT, sys.version, numpy.__version__, onnx.__version__,
+                onnxruntime.__version__]  # fmt: skip
+    h.update(repr(versions).encode())
+    for top in (PACKAGE, "conformance", "fixtures", "goldens"):
+        base = ROOT / top
+        for path in sorted([base] if base.is_file() else base.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
+                h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+class Control:
+    """The unmutated runtime certified on every candidate case, recording the lines of the
+    runtime each case runs (coverage), or confirming kills one case at a time (no coverage)."""
+
+    def __init__(self, ws: Workspace, log):
         self.ws = ws
         self.seconds: dict[tuple[str, str], float] = {}
-        self.calls: dict[tuple[str, str], set[tuple[str, int]]] = {}
-        self.at_import: set[tuple[str, int]] = set()  # functions called while importing
+        self.covers: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+        self.at_open: dict[str, set[int]] = defaultdict(set)  # lines run opening a runtime
         self.failing: dict[tuple[str, str], str] = {}
         self.confirmed: dict[tuple[str, str], bool] = {}
         self.log = log
-        if pairs:
-            self._trace(pairs)
+        self.note = ""
 
-    def _trace(self, pairs) -> None:
-        ws = self.ws
+    def run(self, pairs: list[tuple[str, str]], jobs: int, cache_dir: Path) -> None:
+        """Certify ``pairs`` with coverage (over ``jobs`` children), reusing the results the
+        cache in ``cache_dir`` holds for the same inputs, and adding the new ones to it."""
+        key = control_key()
+        path = cache_dir / f"control-{key}.json.gz"
+        cached = {"cases": [], "open": {}}
+        with contextlib.suppress(OSError, ValueError, EOFError, gzip.BadGzipFile):
+            cached = json.loads(gzip.decompress(path.read_bytes()))
+        known = {(spec, cid): entry for spec, cid, *entry in cached["cases"]}
+        missing = [p for p in pairs if p not in known]
+        if not missing:
+            self.note = f"reused {path} ({len(pairs)} cases)"
+            self.log(f"control run: {self.note}")
+        else:
+            parts = [missing[k::jobs] for k in range(min(jobs, len(missing)))]
+            reused = len(pairs) - len(missing)
+            self.log(f"control run: {len(missing)} (runtime, case) pairs over {len(parts)} "
+                     f"children, recording the lines each runs"
+                     + (f" ({reused} reused from {path})" if reused else
+                        f" (no cache {path.name})"))  # fmt: skip
+            results = []
 
-        def work():
-            import importlib
-
-            prefix = str(ws.package) + os.sep
-            codes: dict[int, object] = {}
-
-            def tracer(frame, event, arg):
-                codes[id(frame.f_code)] = frame.f_code  # a call: no line events
-
-            def called() -> list:
-                found = {
-                    (c.co_filename[len(prefix) :], c.co_firstlineno)
-                    for c in codes.values()
-                    if c.co_filename.startswith(prefix)
-                }
-                codes.clear()
-                return sorted(found)
-
-            sys.settrace(tracer)  # every module imported: what runs at import
-            try:
-                for path in sorted(ws.package.rglob("*.py")):
-                    module = path.relative_to(ws.root).with_suffix("").as_posix()
-                    module = module.replace("/", ".").removesuffix(".__init__")
-                    if not module.endswith("__main__"):
-                        importlib.import_module(module)
-                from conformance.runtimes import open_runtime
-            finally:
-                sys.settrace(None)
-            out = {"at_import": called(), "cases": []}
-            runtimes = {}
-            for n, (spec, cid) in enumerate(pairs, 1):
-                if spec not in runtimes:
-                    runtime = open_runtime(spec)
-                    runtimes[spec] = (runtime, set(runtime.describe().get("features", [])))
-                runtime, features = runtimes[spec]
-                codes.clear()
-                sys.settrace(tracer)
-                try:
-                    result = judge(runtime, ws.cases[cid], features)
-                finally:
-                    sys.settrace(None)
-                out["cases"].append(
-                    [spec, cid, result.status, result.got, result.seconds, called()]
+            def task(part, label):
+                data, error, *_ = yield Fork(
+                    functools.partial(_control_work, self.ws, part, label),
+                    timeout=3600 + 60 * len(part),
                 )
-                if n % 100 == 0 or n == len(pairs):
-                    print(f"  control: {n}/{len(pairs)} cases", file=sys.stderr, flush=True)
-            return out
+                if error or "crash" in data:
+                    raise MutationError(f"the control run failed: {error or data['crash']}")
+                return data
 
-        data, error = ws.fork(work, timeout=7200)
-        if error or "crash" in data:
-            raise MutationError(f"the control run failed: {error or data['crash']}")
-        self.at_import = {tuple(k) for k in data["at_import"]}
-        for spec, cid, status, got, seconds, calls in data["cases"]:
-            key = (spec, cid)
+            labels = [f" {k + 1}/{len(parts)}" if len(parts) > 1 else "" for k in range(len(parts))]
+            drive(self.ws, [(k, task(p, labels[k])) for k, p in enumerate(parts)], len(parts),
+                  lambda k, data: results.append(data))  # fmt: skip
+            for data in results:
+                for spec, lines in data["open"].items():
+                    merged = cached["open"].setdefault(spec, {})
+                    for f, ranges in lines.items():
+                        merged[f] = _ranges({*_lines(merged.get(f, "")), *_lines(ranges)})
+                for spec, cid, *entry in data["cases"]:
+                    known[spec, cid] = entry
+            cached = {"key": key, "cases": [[*p, *e] for p, e in sorted(known.items())],
+                      "open": cached["open"]}  # fmt: skip
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            for stale in cache_dir.glob("control-*.json.gz"):
+                if stale != path:
+                    stale.unlink(missing_ok=True)
+            partial = path.with_suffix(".partial")
+            partial.write_bytes(gzip.compress(json.dumps(cached).encode(), mtime=0))
+            partial.replace(path)
+            self.note = f"ran {len(missing)} cases, reused {reused}; cached in {path}"
+        for lines in cached["open"].values():
+            for f, ranges in lines.items():
+                self.at_open[f].update(_lines(ranges))
+        for pair in pairs:
+            status, got, seconds, lines = known[pair]
             if status == "not_applicable":
                 continue
             if status != "passed":
-                self.failing[key] = got
+                self.failing[pair] = got
                 continue
-            self.seconds[key] = seconds
-            self.calls[key] = {tuple(k) for k in calls}
+            self.seconds[pair] = seconds
+            for f, ranges in lines.items():
+                by_line = self.covers[f]
+                for line in _lines(ranges):
+                    by_line[line].append(pair)
 
     def select(self, mutant: Mutant, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The candidate pairs that passed the control run and call the function holding the
-        mutant (all of them for code run at import), cheapest first."""
-        where = (mutant.file, mutant.function)
-        everywhere = mutant.import_time or where in self.at_import
-        chosen = [p for p in pairs if p in self.calls and (everywhere or where in self.calls[p])]
+        """The candidate pairs that passed the control run and run one of the mutant's lines
+        (all of them for code run at import or when a runtime opens), cheapest first."""
+        span = range(mutant.span[0], mutant.span[1] + 1)
+        opened = self.at_open.get(mutant.file, ())
+        if mutant.import_time or self.ws.ran_at_import(mutant) or any(i in opened for i in span):
+            chosen = [p for p in pairs if p in self.seconds]
+        else:
+            by_line = self.covers.get(mutant.file, {})
+            hit = {p for line in span for p in by_line.get(line, ())}
+            chosen = [p for p in pairs if p in hit]
         return sorted(chosen, key=lambda p: self.seconds[p])
 
-    def confirm(self, pair: tuple[str, str]) -> bool:
-        """Whether the case passes on the unmutated copy (no coverage: checked on a kill)."""
+    def confirm(self, pair: tuple[str, str]):
+        """Whether the case passes on the unmutated runtime (no coverage: checked on a kill); a
+        generator, as :func:`run_mutant`."""
         if pair not in self.confirmed:
             cases = self.ws.cases
-            data, error = self.ws.fork(lambda: _first_failure([pair], cases), timeout=600)
+            data, error, *_ = yield Fork(functools.partial(_first_failure, [pair], cases), 600)
             self.confirmed[pair] = bool(data) and not error and not data.get("killed", True)
             if not self.confirmed[pair]:
                 self.log(f"  control: {pair[1]} under {pair[0]} fails without a mutant; "
@@ -950,7 +1340,9 @@ class Control:
 
 
 def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage: bool,
-               original: str, max_cases: int | None = None) -> Outcome:  # fmt: skip
+               original: str, max_cases: int | None = None, cold: bool = False):  # fmt: skip
+    """Certify ``mutant``: a generator yielding the children it needs (:class:`Fork`) and
+    returning its :class:`Outcome` (run it with :func:`drive`)."""
     start = time.perf_counter()
     try:
         ast.parse(mutant.source)
@@ -977,7 +1369,9 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
     timeout = BASE_TIMEOUT + TIMEOUT_FACTOR * estimate
     cases = ws.cases
     while True:
-        data, error = ws.fork(functools.partial(_first_failure, pairs, cases), timeout, mutant)
+        request = Fork(functools.partial(_first_failure, pairs, cases), timeout, mutant, cold)
+        data, error, cpu, out.path = yield request
+        out.cpu_seconds += cpu
         if error == "timeout":
             out.status, out.note = "timeout", f"ran past {timeout:.0f} CPU seconds"
             break
@@ -989,12 +1383,13 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
             out.diff = diff(original, mutant)
             break
         pair = (data["spec"], data["case"])
-        if coverage or data["case"] not in cases or control.confirm(pair):
+        if coverage or data["case"] not in cases or (yield from control.confirm(pair)):
             out.status, out.case, out.spec = "killed", data["case"], data["spec"]
             out.got, out.note = data["got"], ""
             break
         pairs = [p for p in pairs if p != pair]  # the case fails anyway: try the rest
     out.seconds = round(time.perf_counter() - start, 2)
+    out.cpu_seconds = round(out.cpu_seconds, 2)
     return out
 
 
@@ -1037,6 +1432,15 @@ def report(outcomes: list[Outcome], header: dict) -> tuple[dict, str]:
     md.append(f"- mutants: {len(outcomes)} run of {header['generated']} generated ({sampled}); "
               f"{'coverage-selected cases' if header['coverage'] else 'no coverage'}; "
               f"{header['seconds']:.0f} s")  # fmt: skip
+    paths = Counter(o.path.split(":")[0] for o in outcomes if o.path)
+    cpu = sum(o.cpu_seconds for o in outcomes)
+    md.append(f"- {header['jobs']} children at a time; {paths['warm']} mutants warm (function "
+              f"code patched), {paths['cold']} cold (module imported afresh); {cpu:.0f} CPU s "
+              "in mutant children")  # fmt: skip
+    if header["control"]:
+        md.append(f"- control run: {header['control']}")
+    if header["cases"]:
+        md.append(f"- cases: only those matching {', '.join(header['cases'])}")
     if header["interrupted"]:
         md.append(f"- **interrupted**: {len(outcomes)} of the {header['selected']} selected "
                   "mutants were certified")  # fmt: skip
@@ -1113,9 +1517,20 @@ def main(argv=None) -> int:
                         help="certify each mutant on at most its first N cases (a survivor "
                         "says so)")  # fmt: skip
     parser.add_argument("--mutant", action="append", help="only this mutant id (repeatable)")
-    parser.add_argument("--report-dir", default="mutation-report")
+    parser.add_argument("--case", action="append", metavar="PATTERN",
+                        help="certify mutants only on the cases whose id matches (fnmatch; "
+                        "repeatable)")  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="children at a time (default: the CPU count)")  # fmt: skip
+    parser.add_argument("--cold", action="store_true",
+                        help="import every mutant's module afresh (the slow path the warm one "
+                        "is checked against)")  # fmt: skip
+    parser.add_argument("--report-dir", default="mutation-report",
+                        help="where the reports and the control run's cache go")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs takes a positive number")
     try:
         return _main(args)
     except MutationError as exc:
@@ -1133,7 +1548,7 @@ def _main(args) -> int:
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, _terminated)  # clean up the copy and the running child
+    signal.signal(signal.SIGTERM, _terminated)  # clean up the copy and the running children
     if PACKAGE in sys.modules:
         raise MutationError(f"{PACKAGE} is already imported: run the tool in its own process")
     floor = read_floor() if args.floor else None
@@ -1170,42 +1585,58 @@ def _main(args) -> int:
         return 0
     mutants = in_run_order(mutants, args.seed)
     log(f"{len(mutants)} mutants of {len(everything)} generated in {len(targets)} target(s)")
+    out = Path(args.report_dir)
     ws = Workspace(package_dir)
+    log(f"runtime imported from a copy ({len(ws.tops)} functions indexed); certifying with up "
+        f"to {args.jobs} children at a time")  # fmt: skip
+    outcomes: dict[int, Outcome] = {}
+    interrupted = False
+    control = Control(ws, log)
     try:
         plans = {}
         for m in mutants:
             if (m.file, m.codes) not in plans:
                 plans[m.file, m.codes] = candidates(m.file, ws.cases, m.codes)
+        if args.case:
+            plans = {k: [p for p in v if any(fnmatch.fnmatchcase(p[1], pattern)
+                                             for pattern in args.case)]
+                     for k, v in plans.items()}  # fmt: skip
+            if not any(plans.values()):
+                raise MutationError(f"--case {' '.join(args.case)}: no candidate case matches")
         plan = {m.id: plans[m.file, m.codes] for m in mutants}
         needed = list(dict.fromkeys(p for m in mutants if m.id not in equivalent
                                     for p in plan[m.id]))  # fmt: skip
-        if args.coverage:
-            log(f"control run: {len(needed)} (runtime, case) pairs, recording coverage")
-        control = Control(ws, needed if args.coverage else [], log)
-        if control.failing:
-            log(f"control run: {len(control.failing)} cases fail without a mutant; not used")
         originals = {f: (package_dir / f).read_text() for f in {m.file for m in mutants}}
-        outcomes = []
-        interrupted = False
-        for i, m in enumerate(mutants, 1):
-            try:
-                if m.id in equivalent:
-                    o = Outcome(m.id, m.file, m.line, m.operator, m.description, "equivalent",
-                                note=equivalent[m.id])  # fmt: skip
-                else:
-                    o = run_mutant(ws, control, m, plan[m.id], args.coverage,
-                                   originals[m.file], args.max_cases)  # fmt: skip
-            except KeyboardInterrupt:  # report what ran
-                interrupted = True
-                log(f"interrupted: reporting the {len(outcomes)} mutants certified")
-                break
-            outcomes.append(o)
-            caught, live, ratio = rate(outcomes)
-            by = f" by {o.case}" if o.case else (f" ({o.note})" if o.note else "")
-            log(f"[{i}/{len(mutants)}] {o.status}{by}: {m.id} line {m.line}: {m.description} "
-                f"({o.seconds:.1f} s; kill rate so far {caught}/{live})")  # fmt: skip
+        try:
+            if args.coverage and needed:
+                control.run(needed, args.jobs, out)
+            if control.failing:
+                log(f"control run: {len(control.failing)} cases fail without a mutant; not used")
+
+            def tasks():
+                for i, m in enumerate(mutants):
+                    if m.id in equivalent:
+                        yield i, _equivalent(m, equivalent[m.id])
+                    else:
+                        yield i, run_mutant(ws, control, m, plan[m.id], args.coverage,
+                                            originals[m.file], args.max_cases, args.cold)  # fmt: skip
+
+            def done(i: int, o: Outcome) -> None:
+                outcomes[i] = o
+                caught, live, _ = rate(list(outcomes.values()))
+                by = f" by {o.case}" if o.case else (f" ({o.note})" if o.note else "")
+                where = f", {o.path.split(':')[0]}" if o.path else ""
+                log(f"[{len(outcomes)}/{len(mutants)}] {o.status}{by}: {o.id} line {o.line}: "
+                    f"{o.description} ({o.seconds:.1f} s, {o.cpu_seconds:.1f} CPU s{where}; kill rate so far "
+                    f"{caught}/{live})")  # fmt: skip
+
+            drive(ws, tasks(), args.jobs, done)
+        except KeyboardInterrupt:  # report what ran
+            interrupted = True
+            log(f"interrupted: reporting the {len(outcomes)} mutants certified")
     finally:
         ws.close()
+    done_outcomes = [outcomes[i] for i in sorted(outcomes)]
     stale = sorted(set(equivalent) - {m.id for m in everything})
     header = {
         "targets": list(targets),
@@ -1214,19 +1645,21 @@ def _main(args) -> int:
         "sample": args.sample,
         "seed": args.seed,
         "coverage": args.coverage,
+        "cases": args.case or [],
+        "jobs": args.jobs,
+        "control": control.note,
         "seconds": round(time.perf_counter() - started, 1),
         "control_failures": sorted(f"{cid} under {spec}" for spec, cid in control.failing),
         "stale_equivalents": stale,
         "interrupted": interrupted,
         "selected": len(mutants),
     }
-    data, md = report(outcomes, header)
-    out = Path(args.report_dir)
+    data, md = report(done_outcomes, header)
     out.mkdir(parents=True, exist_ok=True)
     (out / "mutation.json").write_text(json.dumps(data, indent=2) + "\n")
     (out / "mutation.md").write_text(md)
-    caught, live, ratio = rate(outcomes)
-    counts = Counter(o.status for o in outcomes)
+    caught, live, ratio = rate(done_outcomes)
+    counts = Counter(o.status for o in done_outcomes)
     print(f"{'status':<12} mutants")
     for status in ("killed", "timeout", "survived", "equivalent"):
         print(f"{status:<12} {counts[status]}")
@@ -1236,7 +1669,7 @@ def _main(args) -> int:
             print(f"problem: {EQUIVALENT_FILE.name} lists {entry!r}, which is no mutant now")
     print(f"reports: {out / 'mutation.md'}, {out / 'mutation.json'}")
     if interrupted:
-        print(f"interrupted after {len(outcomes)} of {len(mutants)} mutants")
+        print(f"interrupted after {len(done_outcomes)} of {len(mutants)} mutants")
         return 1
     if floor is not None and ratio < floor["floor"]:
         print(f"problem: the kill rate {ratio:.4f} is below the floor {floor['floor']} of "
@@ -1244,6 +1677,12 @@ def _main(args) -> int:
               "survivors in the report; add a conformance case that catches them)")  # fmt: skip
         return 1
     return 0
+
+
+def _equivalent(m: Mutant, reason: str):
+    """An equivalent mutant's outcome (not run), as a task :func:`drive` takes."""
+    return Outcome(m.id, m.file, m.line, m.operator, m.description, "equivalent", note=reason)
+    yield  # a generator that forks nothing
 
 
 if __name__ == "__main__":
