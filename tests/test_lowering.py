@@ -86,7 +86,11 @@ def test_lowered_document_validates_and_declares_runtime_kv(tmp_path):
     kv = {k: v for k, v in workflow["state"].items() if v.get("service_group")}
     assert len(kv) == 2 and all(v["management"] == "runtime" for v in kv.values())
     contracts = {c["contract"]["id"] for c in workflow["components"].values()}
-    assert contracts == {"onnx-genai.autoregressive-decode", "onnx-genai.token-policy"}
+    assert contracts == {
+        "onnx-genai.autoregressive-decode",
+        "onnx-genai.token-policy",
+        "onnx-genai.continuous-batch",  # a lowered decoder may be served in a batch
+    }
     # Lowering never writes into the package.
     before = sorted(p.name for p in TINY.iterdir())
     Engine.from_dir(TINY)
@@ -112,6 +116,7 @@ def test_counters_show_the_contract_executors_and_the_graph_executor():
     assert counters["contract_executions"] == {
         "onnx-genai.autoregressive-decode": 4,  # prefill + one step per generated token
         "onnx-genai.token-policy": 3,
+        "onnx-genai.continuous-batch": 3,  # one batch step per decode step of the loop
     }
     assert counters["invocations"]["decoder"] == {"native": 4}
     assert counters["invocations"]["policy"] == {"contract": 3}
