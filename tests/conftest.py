@@ -35,3 +35,20 @@ def interpreter_mode(request, monkeypatch) -> str:
 
         monkeypatch.setattr(Engine, "from_dir", classmethod(plain))
     return request.param
+
+
+@pytest.fixture(scope="module")
+def engines():
+    """``engines(package, executor)``: one engine per generated fixture package and executor,
+    shared by the tests of a module (tests that read counters load their own)."""
+    from fixtures import package_path
+    from reference_runtime import Engine
+
+    cache = {}
+
+    def get(name, executor):
+        if (name, executor) not in cache:
+            cache[name, executor] = Engine.from_dir(package_path(name), executor=executor)
+        return cache[name, executor]
+
+    return get

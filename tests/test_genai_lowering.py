@@ -42,18 +42,6 @@ def vocab_of(name: str) -> int:
     return config["model"]["vocab_size"]
 
 
-@pytest.fixture(scope="module")
-def engines():
-    cache = {}
-
-    def get(name, executor):
-        if (name, executor) not in cache:
-            cache[name, executor] = Engine.from_dir(package_path(name), executor=executor)
-        return cache[name, executor]
-
-    return get
-
-
 @needs_genai
 @pytest.mark.parametrize("executor", ["ort", "native"])
 @pytest.mark.parametrize("name", sorted(ORACLE))

@@ -20,18 +20,6 @@ EXECUTORS = ("ort", "native")
 SPECULATIVE = "onnx-genai.speculative-block"
 
 
-@pytest.fixture(scope="module")
-def engines():
-    cache = {}
-
-    def get(name, executor):
-        if (name, executor) not in cache:
-            cache[name, executor] = Engine.from_dir(package_path(name), executor=executor)
-        return cache[name, executor]
-
-    return get
-
-
 def _width(width: int) -> dict:
     return {"request.proposal_width": np.array([width], dtype=np.int64)}
 
