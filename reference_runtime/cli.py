@@ -404,9 +404,10 @@ def _requests_file(path: str) -> list:
             continue
         try:
             requests.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, nested too deeply, huge integer
+            message = exc.msg if isinstance(exc, json.JSONDecodeError) else _said(exc)
             raise UsageError(
-                f"--requests {path}, line {number}: not JSON ({exc.msg})",
+                f"--requests {path}, line {number}: not JSON ({message})",
                 hint='Write one JSON object per line, e.g. {"prompt": [1, 2, 3], "arrival": 0}.',
             ) from None
     return requests

@@ -465,6 +465,8 @@ def test_cli_serve_human_readable(tmp_path, capsys):
     "lines, code, fragment",
     [
         (['{"prompt": [5]}', "not json"], 2, "line 2: not JSON"),
+        (["[" * 100_000 + "]" * 100_000], 2, "line 1: not JSON (RecursionError"),
+        (['{"prompt": [[' + "9" * 5000 + "]]}"], 2, "line 1: not JSON (ValueError"),
         (['{"prompt": [5]}', '{"prompt": [5], "arrival": -3}'], 1, "requests[1].arrival"),
         (['{"prompt": [5], "session_id": "s"}'], 1, "no session"),
     ],
