@@ -40,10 +40,9 @@ class ContinuousBatch(Session):
         active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
         following = np.asarray(inputs["next_active"], dtype=bool).reshape(-1)
         accepted = np.asarray(inputs["accepted"], dtype=np.int64).reshape(-1)
-        accepted = np.broadcast_to(accepted, active.shape)
         waiting = int(current_run().state.get(BATCH_WAITING, 0))
         out = {
             "live": np.asarray([bool(following.any()) or waiting > 0]),
-            "accepted_len": np.where(active, accepted, 0).astype(np.int64),
+            "accepted_len": np.where(active, accepted, 0).astype(np.int64),  # [1]: every row
         }
         return {port: out[port] for port in outputs}

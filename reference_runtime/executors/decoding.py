@@ -118,27 +118,31 @@ class AutoregressiveDecode(Session):
                 self.counters.add("prefix_reuse", "hits")
                 self.counters.add("prefix_reuse", "tokens", n)
         past_mask = np.asarray(past_mask, dtype=np.int64)
-        columns = np.arange(step)[None, :]
-        if self.padding == "left":
-            new_mask = (columns >= (step - lengths)[:, None]).astype(np.int64)
-            source = columns - (step - lengths)[:, None]
+        if (lengths == step).all():  # every token is real: laid out as given
+            new_mask = np.ones((batch, step), dtype=np.int64)
+            laid = tokens
         else:
-            new_mask = (columns < lengths[:, None]).astype(np.int64)
-            source = columns
-        laid = np.where(
-            new_mask == 1, np.take_along_axis(tokens, np.clip(source, 0, step - 1), 1), self.pad
-        )
-        if self.mask_input is None and (new_mask == 0).any():
-            raise RunError(
-                "H75",
-                f"component {self.component!r}: rows of different lengths need an attention "
-                "mask, and this decoder graph takes none",
-                hint="Run the rows one at a time, or all with the same length.",
-            )
+            columns = np.arange(step)[None, :]
+            if self.padding == "left":
+                new_mask = (columns >= (step - lengths)[:, None]).astype(np.int64)
+                source = columns - (step - lengths)[:, None]
+            else:
+                new_mask = (columns < lengths[:, None]).astype(np.int64)
+                source = columns
+            picked = np.take_along_axis(tokens, np.clip(source, 0, step - 1), 1)
+            laid = np.where(new_mask == 1, picked, self.pad).astype(np.int64)
+            if self.mask_input is None:
+                raise RunError(
+                    "H75",
+                    f"component {self.component!r}: rows of different lengths need an "
+                    "attention mask, and this decoder graph takes none",
+                    hint="Run the rows one at a time, or all with the same length.",
+                )
         mask = np.concatenate([past_mask, new_mask], axis=1)
-        positions = np.cumsum(mask, axis=1) - 1
-        positions = np.clip(positions[:, -step:], 0, None).astype(np.int64)
-        feed = {self.token_input: laid.astype(np.int64)}
+        # a position counts the real tokens before it (a padded slot takes position 0)
+        before = past_mask.sum(axis=1, keepdims=True)
+        positions = np.maximum(before + np.cumsum(new_mask, axis=1) - 1, 0)
+        feed = {self.token_input: laid}
         if self.mask_input is not None:
             feed[self.mask_input] = mask
         if self.position_input is not None:
@@ -152,14 +156,17 @@ class AutoregressiveDecode(Session):
             feed[name] = value
         results = self.graph.run(feed, [self.logits_output, *self.kv_outputs])
         logits = results[self.logits_output]  # stays on the device under CUDA
-        if logits.ndim == 3:
-            last = step - 1 if self.padding == "left" else np.maximum(lengths - 1, 0)
-            index = np.broadcast_to(np.asarray(last), (batch,))
-            logits = logits[list(range(batch)), index.tolist()]
+        if logits.ndim == 3:  # the logits of each row's last valid position
+            if step == 1:
+                logits = logits[:, 0]
+            elif self.padding == "left":
+                logits = logits[:, step - 1]
+            else:
+                logits = logits[list(range(batch)), np.maximum(lengths - 1, 0).tolist()]
         out = {
             "logits": logits,
             "attention_mask": mask,
-            "sequence_lengths": mask.sum(axis=1).astype(np.int64),
+            "sequence_lengths": before[:, 0] + new_mask.sum(axis=1),
         }
         if "capacity" in outputs:
             limit = inputs.get("max_new_tokens")
@@ -227,32 +234,26 @@ class TokenPolicy(Session):
         self.pad = int(p["pad_token_id"])
 
     def run(self, inputs, outputs):
-        logits = np.asarray(inputs["logits"], dtype=np.float64)
+        logits = np.asarray(inputs["logits"])
         batch = logits.shape[0]
         active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
         generated = np.asarray(inputs["generated"], dtype=np.int64).reshape(-1)
-        lengths = np.asarray(inputs["sequence_lengths"], dtype=np.int64).reshape(-1)
-        limits = np.asarray(inputs["max_new_tokens"], dtype=np.int64).reshape(-1)
-        if limits.size not in (1, batch):
-            raise RunError(
-                "H84",
-                f"component {self.component!r}: max_new_tokens holds {limits.size} values for "
-                f"{batch} rows (give one, or one per row)",
-            )
-        limits = np.broadcast_to(limits, (batch,))
+        lengths = np.asarray(inputs["sequence_lengths"], dtype=np.int64).reshape(-1).tolist()
+        limits = self._per_row(inputs, "max_new_tokens", batch)
         ends = inputs.get("eos_token_ids")
-        eos = np.asarray(ends if ends is not None else (), dtype=np.int64).reshape(-1)
+        eos = set(np.asarray(ends if ends is not None else (), dtype=np.int64).ravel().tolist())
         params = {
-            key: np.broadcast_to(np.asarray(inputs[key]).reshape(-1), (batch,))
+            key: self._per_row(inputs, key, batch)
             for key in ("temperature", "top_k", "top_p", "min_p", "seed")
         }
         token = np.full(batch, self.pad, dtype=np.int64)
         finish = np.zeros(batch, dtype=np.int64)
         stop_on_eos = current_run().stop_on_eos
-        for r in np.flatnonzero(active):
-            token[r] = self._select(logits[r], r, int(generated[r]), params)
-            count, total = generated[r] + 1, lengths[r] + 1
-            if stop_on_eos and eos.size and token[r] in eos:
+        counts = generated.tolist()
+        for r in np.flatnonzero(active).tolist():
+            chosen = token[r] = self._select(logits[r], r, counts[r], params)
+            count, total = counts[r] + 1, lengths[r] + 1
+            if stop_on_eos and chosen in eos:
                 finish[r] = FINISH_STOP
             elif count >= limits[r]:
                 finish[r] = FINISH_LENGTH
@@ -271,13 +272,26 @@ class TokenPolicy(Session):
         }
         return {port: out[port] for port in outputs}
 
+    def _per_row(self, inputs, port: str, batch: int) -> list:
+        """Port ``port``'s values, one per row: it holds one for every row, or one per row."""
+        values = np.asarray(inputs[port]).ravel().tolist()
+        if len(values) == batch:
+            return values
+        if len(values) != 1:
+            raise RunError(
+                "H84",
+                f"component {self.component!r}: {port} holds {len(values)} values for "
+                f"{batch} rows (give one, or one per row)",
+            )
+        return values * batch
+
     @staticmethod
     def _select(row: np.ndarray, r: int, position: int, params: dict) -> int:
         temperature = float(params["temperature"][r])
         top_k = int(params["top_k"][r])
         if temperature <= 0.0 or top_k == 1:
-            return int(np.argmax(row))
-        scores = row / temperature
+            return int(np.argmax(row))  # the widening to float64 below cannot change it
+        scores = np.asarray(row, dtype=np.float64) / temperature
         order = np.argsort(-scores, kind="stable")
         keep = np.ones(scores.size, dtype=bool)
         if 0 < top_k < scores.size:

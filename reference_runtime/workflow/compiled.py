@@ -5,8 +5,8 @@ generated as straight-line Python (through :mod:`reference_runtime.codegen`, so 
 source and shows it in tracebacks): invokes (the ports' contract checks unrolled into
 comparisons), a loop's carried-cell update, and per-row ``append`` / ``replace`` emits. A
 generated function handles the common case only; anything unusual (an unavailable value, a
-check that fails, scatter bounds, host-only executors, runtime contracts, inactive rows, a run
-with request-time overrides) calls the plain step, which does the work and reports every
+check that fails, scatter bounds, a device value bound to a host-only executor, inactive rows,
+a run with request-time overrides) calls the plain step, which does the work and reports every
 error. ``Engine.from_dir(path, compiled=True)`` (the default) runs this class; the goldens, the
 interpreter tests and a property test hold it to the plain interpreter's results.
 """
@@ -145,11 +145,7 @@ class InvokePlan:
         self.output_names = tuple(step.outputs.values())
         self.output_contracts = tuple(comp.ports.outputs.get(p) for p in self.output_ports)
         # steps the generated function does not handle: the plain invoke runs them
-        self.plain_only = (
-            step.component in interpreter.scatter_writers
-            or self.session.host_only
-            or self.session.contract is not None
-        )
+        self.plain_only = step.component in interpreter.scatter_writers
 
     def where(self) -> str:
         return f"{format_location(self.step.path)} (invoke {self.step.component!r})"
@@ -199,9 +195,16 @@ class InvokePlan:
             "    except KeyError:",
             "        return plain(step, frame)",
         ]
+        if self.session.host_only:  # a device value takes the plain invoke (a counted copy)
+            lines += [
+                f"    if {' or '.join(f'{a}.__class__ is not ARRAY' for a in arg) or 'False'}:",
+                "        return plain(step, frame)",
+            ]
         refuse = f"plan.refuse_inputs([{', '.join(arg)}])"
         for a, contract in zip(arg, self.input_contracts, strict=True):
             lines += _contract_lines(a, contract, symbols, namespace, refuse)
+        if self.session.contract is not None:  # a runtime contract executor: counted at dispatch
+            lines.append("    add('contract_executions', contract_id)")
         unpack = f"({''.join(o + ', ' for o in out)})"
         if binding:  # the executor's own call, outputs in order; its errors are reported
             lines += [
@@ -230,6 +233,9 @@ class InvokePlan:
             executor=self.session.executor,
             invoked=interpreter.counters.invoked,
             component=self.step.component,
+            ARRAY=np.ndarray,
+            add=interpreter.counters.add,
+            contract_id=self.session.contract,
         )
         return generate(lines, "invoke", namespace, f"compiled {self.where()}", self).function
 
