@@ -42,7 +42,7 @@ class ContinuousBatch(Session):
         accepted = np.asarray(inputs["accepted"], dtype=np.int64).reshape(-1)
         waiting = int(current_run().state.get(BATCH_WAITING, 0))
         out = {
-            "live": np.asarray([bool(following.any()) or waiting > 0]),
-            "accepted_len": np.where(active, accepted, 0).astype(np.int64),  # [1]: every row
+            "live": np.array([waiting > 0 or bool(following.any())]),
+            "accepted_len": np.where(active, accepted, 0),  # accepted [1]: the same for every row
         }
         return {port: out[port] for port in outputs}

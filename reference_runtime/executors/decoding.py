@@ -52,6 +52,7 @@ from ..package.runtime_contracts import (
 from .base import Session, current_run
 
 FINISH_STOP, FINISH_LENGTH, FINISH_CONTEXT = 1, 2, 3  # the codes of results.FINISH_CODES
+SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed")  # the policy's sampling ports
 
 
 class AutoregressiveDecode(Session):
@@ -83,24 +84,24 @@ class AutoregressiveDecode(Session):
 
     def run(self, inputs, outputs):
         # Token ids, lengths and the mask are host values; the KV stays where the graph put it.
-        inputs = dict(inputs)
-        for port in ("tokens", "lengths", "attention_mask"):
-            if inputs.get(port) is not None:
-                inputs[port] = to_host(inputs[port], self.counters)
-        tokens = np.asarray(inputs["tokens"], dtype=np.int64)
+        counters = self.counters
+        tokens = np.asarray(to_host(inputs["tokens"], counters), dtype=np.int64)
         batch, step = tokens.shape
-        lengths = np.asarray(inputs["lengths"], dtype=np.int64).reshape(-1)
-        lengths = np.where(lengths < 0, step, lengths)
-        if lengths.shape[0] != batch or (lengths > step).any():
+        given = np.asarray(to_host(inputs["lengths"], counters), dtype=np.int64).reshape(-1)
+        counts = [step if n < 0 else n for n in given.tolist()]  # -1: every column is real
+        if len(counts) != batch or max(counts, default=0) > step:
             raise RunError(
                 "H75",
-                f"component {self.component!r}: lengths {lengths.tolist()} do not fit "
+                f"component {self.component!r}: lengths {counts} do not fit "
                 f"{step} token column(s) per row",
                 hint="Pass each row's true prompt length (at most the padded width).",
             )
+        lengths = np.asarray(counts, dtype=np.int64)
         past = {name: inputs.get(name) for name in self.kv_inputs}
         past_mask = inputs.get("attention_mask")
         prefill = past_mask is None
+        if not prefill:
+            past_mask = to_host(past_mask, counters)
         context = current_run()
         run_state = context.state.setdefault(id(self), {"fed": None})
         fed = () if prefill else run_state["fed"]
@@ -114,13 +115,18 @@ class AutoregressiveDecode(Session):
                     lengths - n,
                     int(lengths[0]) - n,
                 )
+                counts = lengths.tolist()
                 past_mask, past, fed = reused.mask, dict(reused.kv), reused.tokens
                 self.counters.add("prefix_reuse", "hits")
                 self.counters.add("prefix_reuse", "tokens", n)
         past_mask = np.asarray(past_mask, dtype=np.int64)
-        if (lengths == step).all():  # every token is real: laid out as given
+        # a position counts the real tokens before it (a padded slot takes position 0)
+        before = past_mask.sum(axis=1, keepdims=True)
+        if min(counts, default=step) == step:  # every token is real: laid out as given
             new_mask = np.ones((batch, step), dtype=np.int64)
             laid = tokens
+            positions = before + np.arange(step)
+            real = step
         else:
             columns = np.arange(step)[None, :]
             if self.padding == "left":
@@ -138,10 +144,9 @@ class AutoregressiveDecode(Session):
                     "attention mask, and this decoder graph takes none",
                     hint="Run the rows one at a time, or all with the same length.",
                 )
+            positions = np.maximum(before + np.cumsum(new_mask, axis=1) - 1, 0)
+            real = new_mask.sum(axis=1)
         mask = np.concatenate([past_mask, new_mask], axis=1)
-        # a position counts the real tokens before it (a padded slot takes position 0)
-        before = past_mask.sum(axis=1, keepdims=True)
-        positions = np.maximum(before + np.cumsum(new_mask, axis=1) - 1, 0)
         feed = {self.token_input: laid}
         if self.mask_input is not None:
             feed[self.mask_input] = mask
@@ -166,7 +171,7 @@ class AutoregressiveDecode(Session):
         out = {
             "logits": logits,
             "attention_mask": mask,
-            "sequence_lengths": before[:, 0] + new_mask.sum(axis=1),
+            "sequence_lengths": before[:, 0] + real,
         }
         if "capacity" in outputs:
             limit = inputs.get("max_new_tokens")
@@ -242,16 +247,24 @@ class TokenPolicy(Session):
         limits = self._per_row(inputs, "max_new_tokens", batch)
         ends = inputs.get("eos_token_ids")
         eos = set(np.asarray(ends if ends is not None else (), dtype=np.int64).ravel().tolist())
-        params = {
-            key: self._per_row(inputs, key, batch)
-            for key in ("temperature", "top_k", "top_p", "min_p", "seed")
-        }
-        token = np.full(batch, self.pad, dtype=np.int64)
-        finish = np.zeros(batch, dtype=np.int64)
+        temperature = self._per_row(inputs, "temperature", batch)
+        top_k = self._per_row(inputs, "top_k", batch)
+        greedy = [t <= 0.0 or k == 1 for t, k in zip(temperature, top_k, strict=True)]
+        # a greedy row takes its first highest logit
+        best = np.argmax(logits, axis=-1).tolist() if any(greedy) else None
+        params = None
+        token, finish = [self.pad] * batch, [0] * batch
         stop_on_eos = current_run().stop_on_eos
         counts = generated.tolist()
-        for r in np.flatnonzero(active).tolist():
-            chosen = token[r] = self._select(logits[r], r, counts[r], params)
+        for r, running in enumerate(active.tolist()):
+            if not running:
+                continue
+            if greedy[r]:
+                chosen = token[r] = best[r]
+            else:
+                if params is None:
+                    params = {key: self._per_row(inputs, key, batch) for key in SAMPLING}
+                chosen = token[r] = self._sample(logits[r], r, counts[r], params)
             count, total = counts[r] + 1, lengths[r] + 1
             if stop_on_eos and chosen in eos:
                 finish[r] = FINISH_STOP
@@ -261,12 +274,13 @@ class TokenPolicy(Session):
                 finish[r] = FINISH_CONTEXT
             elif self.max_length and total >= self.max_length:
                 finish[r] = FINISH_LENGTH
+        finish = np.array(finish, dtype=np.int64)
         next_active = active & (finish == 0)
         out = {
-            "token": token[:, None],
+            "token": np.array(token, dtype=np.int64).reshape(batch, 1),
             "next_active": next_active,
             "done": ~next_active,
-            "generated": generated + active.astype(np.int64),
+            "generated": generated + active,
             "finish_reason": finish,
             "step_lengths": next_active.astype(np.int64),
         }
@@ -286,11 +300,11 @@ class TokenPolicy(Session):
         return values * batch
 
     @staticmethod
-    def _select(row: np.ndarray, r: int, position: int, params: dict) -> int:
+    def _sample(row: np.ndarray, r: int, position: int, params: dict) -> int:
+        """Row ``r``'s seeded draw at generated position ``position`` (a sampling row: its
+        temperature is above 0 and its top_k is not 1)."""
         temperature = float(params["temperature"][r])
         top_k = int(params["top_k"][r])
-        if temperature <= 0.0 or top_k == 1:
-            return int(np.argmax(row))  # the widening to float64 below cannot change it
         scores = np.asarray(row, dtype=np.float64) / temperature
         order = np.argsort(-scores, kind="stable")
         keep = np.ones(scores.size, dtype=bool)
