@@ -103,7 +103,9 @@ class AutoregressiveDecode(Session):
         if not prefill:
             past_mask = to_host(past_mask, counters)
         context = current_run()
-        run_state = context.state.setdefault(id(self), {"fed": None})
+        run_state = context.state.get(id(self))
+        if run_state is None:
+            run_state = context.state[id(self)] = {"fed": None}
         fed = () if prefill else run_state["fed"]
         if prefill:
             past_mask = np.zeros((batch, 0), dtype=np.int64)
@@ -121,7 +123,7 @@ class AutoregressiveDecode(Session):
                 self.counters.add("prefix_reuse", "tokens", n)
         past_mask = np.asarray(past_mask, dtype=np.int64)
         # a position counts the real tokens before it (a padded slot takes position 0)
-        before = past_mask.sum(axis=1, keepdims=True)
+        before = np.add.reduce(past_mask, axis=1, keepdims=True)
         if min(counts, default=step) == step:  # every token is real: laid out as given
             new_mask = np.ones((batch, step), dtype=np.int64)
             laid = tokens
@@ -251,7 +253,7 @@ class TokenPolicy(Session):
         top_k = self._per_row(inputs, "top_k", batch)
         greedy = [t <= 0.0 or k == 1 for t, k in zip(temperature, top_k, strict=True)]
         # a greedy row takes its first highest logit
-        best = np.argmax(logits, axis=-1).tolist() if any(greedy) else None
+        best = np.argmax(logits.reshape(batch, -1), axis=-1).tolist() if any(greedy) else None
         params = None
         token, finish = [self.pad] * batch, [0] * batch
         stop_on_eos = current_run().stop_on_eos
