@@ -155,7 +155,7 @@ def _component(package, name: str, comp) -> dict:
     if graph is None:
         executors = {"ort": "yes", "native": "yes"}  # no graph: runs beneath either
     else:
-        executors = _graph_support(package.root / graph)
+        executors = _graph_support(package.resolve(graph))
     return {
         "name": name,
         "implementation": kind,
