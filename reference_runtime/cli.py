@@ -32,7 +32,7 @@ from .describe import describe, render
 from .engine import Engine
 from .errors import PackageError, ReferenceRuntimeError, RunError, UsageError
 from .package import validate_package
-from .package.lowering import BARE_SHAPES, lower, package_shape
+from .package.lowering import BARE_SHAPES, check_draft_folder, lower, package_shape
 from .package.rules.catalogue import RULES
 from .requests import Spelling
 from .results import save_outputs
@@ -493,7 +493,7 @@ def _lower(args) -> int:
             "(genai_config.json).",
         )
     if args.draft is not None:
-        validate_package(root, draft=args.draft)  # usage errors: a draft that is no decoder
+        check_draft_folder(args.draft)  # a usage error: a draft that is no bare decoder
     sys.stdout.write(lower(root, draft=args.draft))
     return EXIT_OK
 

@@ -140,6 +140,7 @@ MUTATIONS = (
              "block proposal_output on a token-id chained proposal"),
     Mutation("F117", "speculative_lowered",
              (Set((*GR, "draft_cache", "kind"), "recurrent"), Delete((*GR, "draft_cache", "sequence_axis")),
-              Set((*GR, "draft_cache", "update"), {"kind": "replace"})),
+              Set((*GR, "draft_cache", "update"), {"kind": "replace"}),
+              Set(("pipeline", "workflow", "state", "draft_kv_0", "recurrence"), {"kind": "invariant"})),
              f"{GRP}.draft_cache.sequence_axis", "token-id proposer cache without a sequence axis"),
 )  # fmt: skip
