@@ -19,17 +19,23 @@ input, 1 <= K <= ``max_proposal_width``):
    ``chained`` proposer is called ``K`` times, each call fed the embedding of the previous token
    (``token_embedding``, gathered from the target's table), followed by the folded carry when
    there is one (the target's ``folded_carry_seed`` output on the first call, the proposer's
-   ``folded_carry_output`` after), and its ``recurrent`` cells threaded from call to call;
+   ``folded_carry_output`` after), and its ``recurrent`` cells threaded from call to call; a
+   ``chained`` proposer that reads token ids (no ``token_embedding``, an integer
+   ``token_embedding_input``: a draft decoder) is called ``K`` times through its own cache, like
+   the target: first on ``pending``, then on each proposal;
 2. verify: the target reads the last committed token and the ``K`` proposals in one call;
 3. accept the longest prefix of proposals that equal the target's greedy choices, plus the
    target's choice after it (the correction); a chained proposal accepts at most ``K - 1``
-   (its state has read only ``K - 1`` proposals), so its correction may equal the last proposal;
+   (its state has read only ``K - 1`` proposals), so its correction may equal the last proposal
+   (a proposer that reads token ids accepts up to ``K``: it is rolled back instead);
 4. commit those tokens, up to the stop conditions of ``onnx-genai.token-policy`` (an end id,
-   ``max_new_tokens``, ``context_length``), checked token by token;
+   ``max_new_tokens``, ``context_length``, ``max_length``), checked token by token;
 5. roll back: every cell of the target's cache is truncated along its group's
    ``sequence_axis`` to what the committed tokens need (a row that committed fewer tokens than
    another has the slots between masked out), recurrent cells are restored to the state after
-   the last accepted token, and the folded carry is recomputed from the target's output there.
+   the last accepted token, and the folded carry is recomputed from the target's output there;
+   a proposer that reads token ids has its cache truncated likewise, to the committed tokens it
+   has read.
 
 Greedy decoding through this executor commits exactly the tokens the target alone would choose.
 ``engine.counters["speculative"]`` counts ``steps``, ``proposer_calls``, ``proposed`` and
