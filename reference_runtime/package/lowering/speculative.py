@@ -30,7 +30,14 @@ from ...errors import Violation
 from ..rules.catalogue import hint_for
 from ..runtime_contracts import SPECULATIVE_CONTRACT
 from .abi import DecoderABI
-from .document import CONTRACT_VERSION, _contract, _literal, _request, default_max_new_tokens
+from .document import (
+    CONTRACT_VERSION,
+    _cell,
+    _contract,
+    _literal,
+    _request,
+    default_max_new_tokens,
+)
 
 # the folder name under which the lowered document names the draft's files
 DRAFT_FOLDER = "draft"
@@ -219,19 +226,13 @@ def lower_with_draft(target: DecoderABI, draft: DecoderABI) -> dict:
 
     # ------------------------------------------------------------- state
     def state_cell(contract: dict, initializer: str, axis: int | None = None, **extra) -> dict:
+        """A cell; one with an ``axis`` grows along it up to the prefill's ``capacity``."""
         recurrence = (
             {"kind": "invariant"}
             if axis is None
             else {"kind": "bounded", "axis": axis, "max": "prefill.capacity"}
         )
-        return {
-            "contract": contract,
-            "scope": "invocation",
-            "class": "semantic",
-            "initializer": initializer,
-            "recurrence": recurrence,
-            **extra,
-        }
+        return _cell(contract, initializer, recurrence, **extra)
 
     state = {
         "running": state_cell(_contract("bool", 1, aligned=False), "prefill.running"),
