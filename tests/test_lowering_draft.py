@@ -100,7 +100,7 @@ def test_eos_and_the_context_bound_end_rows_as_plain_decoding_does(engines, draf
         assert reason is None or reason in expected.finish_reasons
 
 
-def test_the_proposer_is_called_once_per_proposal(tmp_path):
+def test_the_proposer_is_called_once_per_proposal():
     engine = Engine.from_dir(
         package_path("speculative_target"), draft=package_path("speculative_draft")
     )
