@@ -32,7 +32,7 @@ from .describe import describe, render
 from .engine import Engine
 from .errors import PackageError, ReferenceRuntimeError, RunError, UsageError
 from .package import validate_package
-from .package.lowering import BARE_SHAPES, lower, package_shape
+from .package.lowering import BARE_SHAPES, check_draft_folder, lower, package_shape
 from .package.rules.catalogue import RULES
 from .requests import Spelling
 from .results import save_outputs
@@ -69,16 +69,19 @@ def _folder(path: str) -> Path:
     return root
 
 
-def _violations(path) -> tuple[list, str]:
-    """Every violation of the package (a bare decoder is lowered first), and what it is."""
+def _violations(path, draft=None) -> tuple[list, str]:
+    """Every violation of the package (a bare decoder is lowered first, with its draft when
+    one is given), and what it is."""
     root = Path(path)
     bare = root.is_dir() and package_shape(root) in BARE_SHAPES
     kind = "bare decoder (lowered to a workflow)" if bare else "workflow package"
-    return validate_package(path), kind
+    if draft is not None:
+        kind = "bare decoder with a draft (lowered to a speculative workflow)"
+    return validate_package(path, draft=draft), kind
 
 
 def _validate(args) -> int:
-    violations, kind = _violations(args.package)
+    violations, kind = _violations(args.package, args.draft)
     if args.json:
         report = {
             "valid": not violations,
@@ -311,6 +314,7 @@ def _run(args) -> int:
         device=args.device,
         compiled=not args.plain,
         kv_budget_bytes=_budget_flag(args.kv_budget_bytes),
+        draft=args.draft,
     )
     inputs = dict(_parse_input(text) for text in args.input)
     overrides = _overrides(args.override)
@@ -458,7 +462,7 @@ def _serve(args) -> int:
 
 
 def _inspect(args) -> int:
-    info = describe(args.package)
+    info = describe(args.package, draft=args.draft)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -488,8 +492,19 @@ def _lower(args) -> int:
             hint="Lower a legacy model.io package or an onnxruntime-genai folder "
             "(genai_config.json).",
         )
-    sys.stdout.write(lower(root))
+    if args.draft is not None:
+        check_draft_folder(args.draft)  # a usage error: a draft that is no bare decoder
+    sys.stdout.write(lower(root, draft=args.draft))
     return EXIT_OK
+
+
+def _draft_flag(p) -> None:
+    p.add_argument(
+        "--draft",
+        metavar="DIR",
+        help="a bare decoder folder attached to the bare decoder PKG as its speculative draft "
+        "(docs/lowering.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -504,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("validate", help="validate a package; list every violation")
     p.add_argument("package", metavar="PKG", help="the package folder")
+    _draft_flag(p)
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_validate)
     p = sub.add_parser(
@@ -512,10 +528,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(and the executors that can run each) and capabilities",
     )
     p.add_argument("package", metavar="PKG", help="the package folder")
+    _draft_flag(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_inspect)
     p = sub.add_parser("run", help="run a package on one request and print what it published")
     p.add_argument("package", metavar="PKG", help="the package folder")
+    _draft_flag(p)
     p.add_argument("--executor", choices=["ort", "native"], default="ort")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument(
@@ -595,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
         "lower", help="print the workflow a bare decoder is lowered to (model.io, genai_config)"
     )
     p.add_argument("package", metavar="PKG", help="the package folder")
+    _draft_flag(p)
     p.set_defaults(func=_lower)
     p = sub.add_parser(
         "capabilities", help="print the capabilities, adapter ABIs and contracts supported"

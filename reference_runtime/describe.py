@@ -42,19 +42,21 @@ ROLE_FLAGS = {
 }
 
 
-def describe(path) -> dict:
+def describe(path, draft=None) -> dict:
     """The description of the package at ``path`` (refused with ``PackageError`` when it does
-    not load)."""
-    package = load_package(Path(path))
+    not load); ``draft``: a draft folder attached to the bare decoder at ``path``."""
+    package = load_package(Path(path), draft=draft)
     wf = package.metadata.workflow
     text = tokenizer_file(package) is not None
     support = REFERENCE_SUPPORT
     manifest = wf.manifest
     return {
         "package": str(path),
-        "kind": "bare decoder (lowered to a workflow)"
-        if package.provenance == "lowered"
-        else "workflow package",
+        "kind": "workflow package"
+        if package.provenance != "lowered"
+        else "bare decoder with a draft (lowered to a speculative workflow)"
+        if package.mounts
+        else "bare decoder (lowered to a workflow)",
         # what the caller passes first (required, then optional), then what the package fixes
         "inputs": sorted(
             (_input(name, inp, text) for name, inp in wf.inputs.items()),
@@ -155,7 +157,7 @@ def _component(package, name: str, comp) -> dict:
     if graph is None:
         executors = {"ort": "yes", "native": "yes"}  # no graph: runs beneath either
     else:
-        executors = _graph_support(package.root / graph)
+        executors = _graph_support(package.resolve(graph))
     return {
         "name": name,
         "implementation": kind,

@@ -110,10 +110,13 @@ class Engine:
         *,
         compiled: bool = True,
         kv_budget_bytes: int | None = None,
+        draft=None,
     ) -> Engine:
         """Load the package at ``path`` (a workflow package, or a bare decoder lowered to one)
         with every ONNX component on ``executor`` (``ort`` or ``native``) and ``device``
-        (``cpu`` or ``cuda``). ``compiled=False`` runs the plain interpreter, the specification
+        (``cpu`` or ``cuda``). ``draft``, a bare decoder folder, is attached to the bare
+        decoder at ``path``: it decodes speculatively with that draft (docs/lowering.md, "A
+        draft"); a workflow package takes none. ``compiled=False`` runs the plain interpreter, the specification
         path, instead of its compiled fast path (same results). ``kv_budget_bytes`` (an
         integer >= 0) refuses, before any component runs, a request whose KV would not fit
         (``H113``; docs/runtime.md, "KV admission")."""
@@ -126,7 +129,8 @@ class Engine:
             raise UsageError(
                 f"unknown device {device!r}", hint=f"Use one of: {', '.join(DEVICES)}."
             )
-        package = load_package(Path(path))  # a bare decoder is lowered to a workflow here
+        # a bare decoder is lowered to a workflow here (with its draft, when one is given)
+        package = load_package(Path(path), draft=draft)
         counters = Counters()
         sessions = load_sessions(package, executor, device, counters)
         return cls(package, executor, device, sessions, counters, compiled, kv_budget_bytes)

@@ -286,7 +286,7 @@ def declared_vocabulary(package) -> tuple[int, str] | None:
             graph_ports = [parameters["token_input"]] if "tokens" in ports else []
         else:
             continue
-        size = _embedding_rows(package.root / str(artifact), graph_ports)
+        size = _embedding_rows(package.resolve(str(artifact)), graph_ports)
         if size is not None:
             found.append((size, f"the embedding of {step.component!r}"))
     return min(found) if found else None

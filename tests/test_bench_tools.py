@@ -59,7 +59,7 @@ def test_bench_speculative_runs(capsys):
     bench = tool("bench_speculative")
     assert bench.main(["--new-tokens", "8", "--rounds", "1", "--width", "2"]) == 0
     out = capsys.readouterr().out
-    assert "| block/high |" in out and "| chained/low |" in out
+    assert "| block/high |" in out and "| chained/low |" in out and "| lowered/low |" in out
     assert "| NO |" not in out
 
 

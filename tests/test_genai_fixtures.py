@@ -20,7 +20,9 @@ from tests.genai_oracle import (
     session_greedy_batch,
 )
 
-PACKAGES = sorted(n for n in genai_decoders.GENERATORS if n.startswith("genai_"))
+# the decoders (genai_draft, genai_decoder's draft, is a perturbed copy of genai_decoder; the
+# draft tests run it)
+PACKAGES = sorted(n for n in genai_decoders.GENERATORS if n.startswith("genai_decoder"))
 MAX_NEW = 8
 SEEDS = (0, 1, 2)
 LENGTHS = (1, 5, 3, 7, 2)

@@ -6,7 +6,9 @@
 Builds, in a temporary folder, the generated speculative packages
 (``fixtures/generators/speculative_block.py``) with a draft that agrees with the target at a
 high rate (it prefers another token at 20% of its table rows) and at a low one (70%), for a
-``block`` and a ``chained`` proposal, and the target alone as a plain ``model.io`` decoder. Each
+``block`` and a ``chained`` proposal and for the bare target with the draft as a bare decoder
+of its own attached at lowering (``lowered``: ``Engine.from_dir(target, draft=...)``, a chained
+proposal that reads token ids), and the target alone as a plain ``model.io`` decoder. Each
 round runs one greedy request (one prompt row, end ids ignored so every run makes
 ``--new-tokens`` tokens) through every engine, in rotating order, so all see the same machine.
 Reports, from one run, each configuration's tokens per second (median over the rounds), its
@@ -32,7 +34,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures.generators.common import write_package  # noqa: E402
-from fixtures.generators.speculative_block import build, speculative_target  # noqa: E402
+from fixtures.generators.speculative_block import (  # noqa: E402
+    build,
+    speculative_draft,
+    speculative_target,
+)
 from reference_runtime import Engine  # noqa: E402
 
 RATES = {"high": 0.2, "low": 0.7}  # the draft's disagreement: a high and a low acceptance
@@ -49,6 +55,11 @@ def run(executor: str, new_tokens: int, width: int, rounds: int, log) -> dict:
                 name = f"{mode}/{rate}"
                 write_package(build(mode, disagree), root / mode / rate)
                 engines[name] = Engine.from_dir(root / mode / rate, executor=executor)
+        for rate, disagree in RATES.items():  # the bare target, a bare draft attached
+            write_package(speculative_draft(disagree), root / "draft" / rate)
+            engines[f"lowered/{rate}"] = Engine.from_dir(
+                root / "plain", executor=executor, draft=root / "draft" / rate
+            )
         inputs = {"request.proposal_width": [width]}
         seconds: dict[str, list[float]] = {name: [] for name in engines}
         tokens: dict[str, list] = {}

@@ -34,7 +34,7 @@ def load_sessions(package, executor: str, device: str, counters: Counters) -> di
     for name, comp in package.metadata.workflow.components.items():
         impl = comp.implementation
         if isinstance(impl, OnnxImplementation):
-            sessions[name] = graphs.load(name, package.root / impl.artifact)
+            sessions[name] = graphs.load(name, package.resolve(impl.artifact))
         elif isinstance(impl, BindingImplementation) and comp.contract is not None:
             if comp.contract.id == BATCH_CONTRACT:
                 sessions[name] = ContinuousBatch(name, comp.contract.parameters)

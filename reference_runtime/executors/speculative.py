@@ -19,17 +19,23 @@ input, 1 <= K <= ``max_proposal_width``):
    ``chained`` proposer is called ``K`` times, each call fed the embedding of the previous token
    (``token_embedding``, gathered from the target's table), followed by the folded carry when
    there is one (the target's ``folded_carry_seed`` output on the first call, the proposer's
-   ``folded_carry_output`` after), and its ``recurrent`` cells threaded from call to call;
+   ``folded_carry_output`` after), and its ``recurrent`` cells threaded from call to call; a
+   ``chained`` proposer that reads token ids (no ``token_embedding``, an integer
+   ``token_embedding_input``: a draft decoder) is called ``K`` times through its own cache, like
+   the target: first on ``pending``, then on each proposal;
 2. verify: the target reads the last committed token and the ``K`` proposals in one call;
 3. accept the longest prefix of proposals that equal the target's greedy choices, plus the
    target's choice after it (the correction); a chained proposal accepts at most ``K - 1``
-   (its state has read only ``K - 1`` proposals), so its correction may equal the last proposal;
+   (its state has read only ``K - 1`` proposals), so its correction may equal the last proposal
+   (a proposer that reads token ids accepts up to ``K``: it is rolled back instead);
 4. commit those tokens, up to the stop conditions of ``onnx-genai.token-policy`` (an end id,
-   ``max_new_tokens``, ``context_length``), checked token by token;
+   ``max_new_tokens``, ``context_length``, ``max_length``), checked token by token;
 5. roll back: every cell of the target's cache is truncated along its group's
    ``sequence_axis`` to what the committed tokens need (a row that committed fewer tokens than
    another has the slots between masked out), recurrent cells are restored to the state after
-   the last accepted token, and the folded carry is recomputed from the target's output there.
+   the last accepted token, and the folded carry is recomputed from the target's output there;
+   a proposer that reads token ids has its cache truncated likewise, to the committed tokens it
+   has read.
 
 Greedy decoding through this executor commits exactly the tokens the target alone would choose.
 ``engine.counters["speculative"]`` counts ``steps``, ``proposer_calls``, ``proposed`` and
@@ -69,8 +75,11 @@ class SpeculativeBlock(Session):
         p = plan.parameters
         self.pad = int(p["pad_token_id"])
         self.context_length = int(p["context_length"])
+        self.max_length = int(p.get("max_length", 0))
         self.names = {"target": plan.names("target")}
-        if plan.chained is None:
+        # a proposer with its own cache, mask and chunks: a block one, or a decoder-shaped one
+        self.cached_proposer = plan.chained is None or plan.decoder_shaped
+        if self.cached_proposer:
             self.names["proposer"] = plan.names("proposer")
 
     # ------------------------------------------------------------------ the models
@@ -83,7 +92,7 @@ class SpeculativeBlock(Session):
         return name, self.sessions[name]
 
     def _forward(self, role, chunks, past_mask, state, outputs):
-        """Run the target (or a block proposer) on each row's new tokens ``chunks`` (left-padded
+        """Run the target (or a cached proposer) on each row's new tokens ``chunks`` (left-padded
         and masked), after its cache ``state`` (cell -> value) whose real slots ``past_mask``
         marks. Returns the graph's ``outputs`` and present values (by cell) and the new mask;
         nothing runs (and nothing changes) when no row has a token."""
@@ -186,7 +195,8 @@ class SpeculativeBlock(Session):
         limit = int(np.asarray(inputs["max_new_tokens"]).reshape(-1)[0])
         ends = inputs.get("eos_token_ids")
         eos = {int(t) for t in np.asarray(ends if ends is not None else ()).reshape(-1)}
-        stop = Stops(limit, eos if current_run().stop_on_eos else set(), self.context_length)
+        eos = eos if current_run().stop_on_eos else set()
+        stop = Stops(limit, eos, self.context_length, self.max_length)
         if inputs.get("proposal_width") is not None:
             self._width(inputs)  # refused before the proposer or the target runs
         if inputs.get("tokens") is not None:
@@ -267,7 +277,7 @@ class SpeculativeBlock(Session):
             hidden = self._shaped(results[seed], (batch, max(lengths)), "target", seed)
             carry = hidden[:, -1].reshape(batch, -1)
             out["carry"] = carry
-        if chained is None:
+        if self.cached_proposer:  # it reads the prompt on the first step, with its cache
             pending = [p + c for p, c in zip(prompts, committed, strict=True)]
             out["proposer_mask"] = empty_mask
         else:
@@ -300,7 +310,7 @@ class SpeculativeBlock(Session):
     def _step(self, inputs, stop):
         needed = ["pending", "pending_lengths", "target_mask", "active", "generated",
                   "proposal_width", *(c.own_input for c in self.plan.cells)]  # fmt: skip
-        if self.plan.chained is None:
+        if self.cached_proposer:
             needed.append("proposer_mask")
         elif self.plan.chained.folded_carry_output is not None:
             needed.append("carry")
@@ -336,6 +346,11 @@ class SpeculativeBlock(Session):
             )
         pending = [pending_in[r, : lengths[r]].tolist() for r in range(batch)]
         target_mask = np.asarray(inputs["target_mask"], dtype=np.int64)
+        if self.context_length and active.any():
+            # no graph reads a position at or past the context bound: near it, a step proposes
+            # fewer tokens (the committed tokens are the same for every width)
+            read = target_mask[active].sum(axis=1) + 1  # with the last committed token
+            width = max(1, min(width, self.context_length - int(read.max())))
         state = {c.cell: inputs[c.own_input] for c in self.plan.cells}
         chained = self.plan.chained
         out: dict = {}
@@ -343,6 +358,8 @@ class SpeculativeBlock(Session):
         # 1. propose
         if chained is None:
             proposals, history = self._propose_block(inputs, pending, active, width, state, out)
+        elif self.plan.decoder_shaped:
+            proposals, history = self._propose_decoder(inputs, pending, active, width, state)
         else:
             proposals, history = self._propose_chained(inputs, pending, active, width, state)
         # 2. verify
@@ -367,7 +384,7 @@ class SpeculativeBlock(Session):
                 accepted += 1
             self.counters.add("speculative", "proposed", width)
             self.counters.add("speculative", "accepted", accepted)
-            if chained is not None:
+            if chained is not None and not self.plan.decoder_shaped:
                 accepted = min(accepted, width - 1)
             accepted_at[r] = accepted
             block = [*row[:accepted], int(choices[r, accepted])]
@@ -379,18 +396,19 @@ class SpeculativeBlock(Session):
                 self.counters.add("speculative", "rollbacks")
             active[r] = finish[r] == 0
         # 5. roll back: truncate the target's cache, restore recurrent cells, recompute the carry
-        extent = past + int(keep.max(initial=0))
-        mask = full_mask[:, :extent].copy()
-        for r in range(batch):
-            mask[r, past + keep[r] :] = 0
-        for c in self._cells("target"):
-            value = present[c.cell]
-            index = [slice(None)] * value.ndim
-            index[c.sequence_axis] = slice(0, extent)
-            state[c.cell] = value[tuple(index)]
-        out["target_mask"] = mask
-        if chained is not None:
-            was_active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
+        out["target_mask"] = self._truncate("target", present, full_mask, past, keep, state)
+        was_active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
+        if self.plan.decoder_shaped:
+            # the proposer keeps what it read of committed tokens: its pending chunk and the
+            # accepted proposals it was fed (at most width - 1), and reads the rest next step
+            before, first, present, full = history
+            read = np.minimum(accepted_at, width - 1)
+            kept = np.where(was_active, first + read, 0)
+            out["proposer_mask"] = self._truncate("proposer", present, full, before, kept, state)
+            pending = [
+                committed[r][read[r] :] if was_active[r] else pending[r] for r in range(batch)
+            ]
+        elif chained is not None:
             for c in self._cells("proposer"):
                 chosen = [
                     history[int(accepted_at[r])][c.cell][r] if was_active[r] else state[c.cell][r]
@@ -408,10 +426,25 @@ class SpeculativeBlock(Session):
                 for r in range(batch)
             ]
         else:
-            was_active = np.asarray(inputs["active"], dtype=bool).reshape(-1)
             pending = [committed[r] if was_active[r] else pending[r] for r in range(batch)]
         self._finish(out, state, committed, pending, active, generated, finish, width + 1)
         return out
+
+    def _truncate(self, role, present, full_mask, past, keep, state):
+        """Roll a cache back: each of ``role``'s cells (``present``, by cell) is cut along its
+        group's sequence axis to the ``past`` slots before this call plus the widest row's
+        ``keep``; a row that keeps fewer has the slots between masked out (one tensor). Updates
+        ``state``; returns the mask."""
+        extent = past + int(np.max(keep, initial=0))
+        mask = full_mask[:, :extent].copy()
+        for r in range(mask.shape[0]):
+            mask[r, past + keep[r] :] = 0
+        for c in self._cells(role):
+            value = present[c.cell]
+            index = [slice(None)] * value.ndim
+            index[c.sequence_axis] = slice(0, extent)
+            state[c.cell] = value[tuple(index)]
+        return mask
 
     def _propose_block(self, inputs, pending, active, width, state, out):
         proposer_state = {c.cell: state[c.cell] for c in self._cells("proposer")}
@@ -441,6 +474,30 @@ class SpeculativeBlock(Session):
                 hint=f"Ask for a width from 1 to {block.shape[1]}.",
             )
         return [block[r, :width].tolist() for r in range(len(pending))], None
+
+    def _propose_decoder(self, inputs, pending, active, width, state):
+        """A decoder-shaped chained proposer: ``width`` calls through its own cache, the first
+        reading each row's pending tokens, each later one the previous proposal; each call's
+        greedy choice at its last position is the next proposal. Returns the proposals and
+        ``(mask width before, first chunk width, present values, mask after)``."""
+        batch = len(pending)
+        key = self.plan.chained.logits_output
+        mask = np.asarray(inputs["proposer_mask"], dtype=np.int64)
+        before = mask.shape[1]
+        present = {c.cell: state[c.cell] for c in self._cells("proposer")}
+        chunks = [p if active[r] else [] for r, p in enumerate(pending)]
+        first = max((len(c) for c in chunks), default=0)
+        proposals = np.zeros((batch, width), dtype=np.int64)
+        for j in range(width):
+            step = max((len(c) for c in chunks), default=0)
+            results, present, mask = self._forward("proposer", chunks, mask, present, [key])
+            if results is None:  # no active row
+                break
+            self.counters.add("speculative", "proposer_calls")
+            logits = self._shaped(results[key], (batch, step), "proposer", key)
+            proposals[:, j] = np.argmax(logits[:, -1, :], axis=-1)
+            chunks = [[int(proposals[r, j])] if active[r] else [] for r in range(batch)]
+        return [proposals[r].tolist() for r in range(batch)], (before, first, present, mask)
 
     def _propose_chained(self, inputs, pending, active, width, state):
         batch = len(pending)
@@ -497,8 +554,9 @@ class Stops:
     order: an end id (``stop``), ``max_new_tokens`` (``length``), the context bound
     (``context_length``)."""
 
-    def __init__(self, limit: int, eos: set, context_length: int):
+    def __init__(self, limit: int, eos: set, context_length: int, max_length: int = 0):
         self.limit, self.eos, self.context = limit, eos, context_length
+        self.max_length = max_length
 
     def commit(self, tokens: list[int], generated: int, length: int) -> tuple[list[int], int]:
         """The tokens a row commits (``generated`` new tokens so far, ``length`` tokens in its
@@ -515,6 +573,8 @@ class Stops:
                 return kept, FINISH_LENGTH
             if self.context and length >= self.context:
                 return kept, FINISH_CONTEXT
+            if self.max_length and length >= self.max_length:
+                return kept, FINISH_LENGTH
         return kept, 0
 
 
@@ -528,7 +588,7 @@ def build_speculative_session(package, name: str, sessions, counters) -> Specula
     graphs = {}
     for role in ("target", "proposer"):
         comp = wf.components[getattr(spec, role)]
-        path = package.root / comp.implementation.artifact
+        path = package.resolve(comp.implementation.artifact)
         model = load_model(path)
         graphs[role] = (model, signature(model, path))
 
@@ -544,7 +604,14 @@ def build_speculative_session(package, name: str, sessions, counters) -> Specula
                 return list(sig.inputs if direction == "inputs" else sig.outputs)
         return None
 
-    plan, problems = resolve(wf, spec, name, port_names)
+    def port_dtype(component, port):
+        for role in ("target", "proposer"):
+            if getattr(spec, role) == component:
+                value = graphs[role][1].inputs.get(port)
+                return value.dtype if value is not None else None
+        return None
+
+    plan, problems = resolve(wf, spec, name, port_names, port_dtype)
     if plan is None:  # validated at load: unreachable for a loaded package
         code, _, message = problems[0]
         raise RunError(code, message)
@@ -557,11 +624,10 @@ def build_speculative_session(package, name: str, sessions, counters) -> Specula
         templates[c.cell] = (dims, numpy_dtype(value.dtype))
     table, carry_width = None, 0
     chained = plan.chained
-    if chained is not None:
+    if chained is not None and not plan.decoder_shaped:  # a decoder-shaped one embeds itself
         from onnx import numpy_helper
 
-        model = load_model(package.root / wf.components[spec.target].implementation.artifact,
-                           external_data=True)  # fmt: skip
+        model = load_model(package.artifact_path(spec.target), external_data=True)
         found = [t for t in model.graph.initializer if t.name == chained.token_embedding.table]
         table = numpy_helper.to_array(found[0])
         if table.ndim != 2:

@@ -20,6 +20,16 @@ from .limits import limit
 from .ort_operators import ort_operator_problem
 
 
+def locate(root: Path, relative: str, mounts=None) -> tuple[Path | None, str | None]:
+    """Resolve an artifact path of a package: inside ``root``, or, when its first segment is
+    the name of one of ``mounts`` (folder name -> folder), inside that folder (a lowered bare
+    decoder's draft, given explicitly). Returns ``(path, None)`` or ``(None, problem)``."""
+    head, _, rest = str(relative).replace("\\", "/").partition("/")
+    if mounts and head in mounts:
+        return confine(Path(mounts[head]), rest)
+    return confine(root, relative)
+
+
 def confine(root: Path, relative: str) -> tuple[Path | None, str | None]:
     """Resolve ``relative`` inside ``root``. Returns ``(path, None)`` or ``(None, problem)``."""
     if not relative:

@@ -17,7 +17,7 @@ from ..support import REFERENCE_SUPPORT, RuntimeSupport
 from . import revisions
 from .artifacts import GraphSignature
 from .docmodel import FrozenMap, build
-from .lowering import GENAI_CONFIG, lower
+from .lowering import DRAFT_FOLDER, GENAI_CONFIG, check_draft_folder, lower
 from .lowering.abi import is_model_io
 from .model import Metadata
 from .parse import METADATA_NAMES, find_metadata, parse_metadata, parse_metadata_text
@@ -43,10 +43,20 @@ class Package:
     # which case ``lowered`` holds the document's text)
     provenance: str = "authored"
     lowered: str | None = None
+    # folder name -> folder outside the package whose files the document names under that
+    # name: a draft given with the bare decoder it is attached to (docs/lowering.md)
+    mounts: Mapping[str, Path] = dataclasses.field(default_factory=FrozenMap)
+
+    def resolve(self, relative: str) -> Path:
+        """The file an artifact path of the document names (checked at load)."""
+        head, _, rest = str(relative).partition("/")
+        if head in self.mounts:
+            return self.mounts[head] / rest
+        return self.root / relative
 
     def artifact_path(self, component: str) -> Path:
         impl = self.metadata.workflow.components[component].implementation
-        return self.root / impl.artifact
+        return self.resolve(impl.artifact)
 
 
 def _check_root(path) -> Path:
@@ -75,8 +85,10 @@ def _sorted(document: dict | None, violations: list[Violation]) -> list[Violatio
 
 
 def _analyse(
-    root: Path, support: RuntimeSupport, lowered: str | None = None
+    root: Path, support: RuntimeSupport, lowered: str | None = None, draft=None
 ) -> tuple[list[Violation], Package | None]:
+    if draft is not None:
+        return _with_draft(root, support, lowered, draft)
     if lowered is not None:
         return _lowered(root, support, lowered)
     metadata_path = find_metadata(root)
@@ -107,6 +119,32 @@ def _analyse(
     return _validated(root, support, metadata_path, document, violations)
 
 
+def _with_draft(root: Path, support: RuntimeSupport, lowered: str | None, draft):
+    """A bare decoder lowered with a draft folder (``lowering/speculative.py``): the document
+    names the draft's files under ``draft/``, which resolves in that folder alone."""
+    metadata = find_metadata(root)
+    bare = (root / GENAI_CONFIG).is_file() if metadata is None else None
+    if bare is None:
+        document, _ = parse_metadata(metadata)
+        bare = is_model_io(document)
+    if not bare:
+        raise UsageError(
+            f"a draft is attached to a bare decoder, and {str(root)!r} is "
+            + ("a workflow package" if metadata is not None else "no package"),
+            hint="Leave the draft out: a workflow package declares its proposer in its "
+            "`speculative` section (docs/speculative.md); pass a draft only with an "
+            "onnxruntime-genai folder or a model.io decoder.",
+        )
+    folder = check_draft_folder(draft).resolve()
+    mounts = {DRAFT_FOLDER: folder}
+    if lowered is None:
+        try:
+            lowered = lower(root, draft=folder)
+        except PackageError as exc:
+            return list(exc.violations), None
+    return _lowered(root, support, lowered, mounts)
+
+
 def _lower(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Package | None]:
     try:
         text = lower(root)
@@ -115,18 +153,19 @@ def _lower(root: Path, support: RuntimeSupport) -> tuple[list[Violation], Packag
     return _lowered(root, support, text)
 
 
-def _lowered(root: Path, support: RuntimeSupport, text: str):
+def _lowered(root: Path, support: RuntimeSupport, text: str, mounts: dict | None = None):
     """A document derived from the package (a lowered bare decoder), validated exactly like an
-    authored one, with artifact paths relative to the package folder."""
+    authored one, with artifact paths relative to the package folder (and ``mounts``, folders
+    outside it the document names by folder name: a draft)."""
     metadata_path = root / LOWERED_NAME
     document, violations = parse_metadata_text(text, metadata_path)
-    found, package = _validated(root, support, metadata_path, document, violations)
+    found, package = _validated(root, support, metadata_path, document, violations, mounts)
     if package is not None:
         package = dataclasses.replace(package, provenance="lowered", lowered=text)
     return found, package
 
 
-def _validated(root, support, metadata_path, document, violations):
+def _validated(root, support, metadata_path, document, violations, mounts=None):
     if document is None or any(v.code == "A05" for v in violations):
         return _sorted(document, violations), None
     revision, refused = revisions.select(document)
@@ -136,7 +175,8 @@ def _validated(root, support, metadata_path, document, violations):
     if violations:
         return _sorted(document, violations), None
     metadata: Metadata = build(revision.root, document)
-    ctx = Ctx(metadata=metadata, document=document, root=root, support=support)
+    mounts = dict(mounts or {})
+    ctx = Ctx(metadata=metadata, document=document, root=root, support=support, mounts=mounts)
     if metadata.pipeline is None:
         legacy = metadata.model is not None and metadata.model.io is not None
         ctx.add(
@@ -155,27 +195,29 @@ def _validated(root, support, metadata_path, document, violations):
     if ctx.violations:
         return _sorted(document, ctx.violations), None
     graphs = FrozenMap({k: v for k, v in ctx.graphs.items() if v is not None})
-    return [], Package(root, metadata_path, document, metadata, graphs)
+    return [], Package(root, metadata_path, document, metadata, graphs, mounts=FrozenMap(mounts))
 
 
 def validate_package(
-    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None
+    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None, draft=None
 ) -> list[Violation]:
     """Every violation of the package at ``path`` (empty when it is valid), in document order."""
-    violations, _ = _analyse(_check_root(path), support, lowered)
+    violations, _ = _analyse(_check_root(path), support, lowered, draft)
     return violations
 
 
 def load_package(
-    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None
+    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None, draft=None
 ) -> Package:
     """Load and validate the package at ``path``; raise :class:`PackageError` if refused.
 
     ``lowered`` is a workflow document derived from the package (see ``reference_runtime.
     package.lowering``); it is validated in place of a metadata file and never written anywhere.
+    ``draft``, a bare decoder folder, is attached to the bare decoder at ``path`` as its
+    speculative draft (docs/lowering.md, "A draft").
     """
     root = _check_root(path)
-    violations, package = _analyse(root, support, lowered)
+    violations, package = _analyse(root, support, lowered, draft)
     if violations:
         raise PackageError(root, violations)
     assert package is not None

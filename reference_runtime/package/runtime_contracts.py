@@ -69,10 +69,11 @@ REQUIRED_PORTS = {
 KNOWN_PARAMETERS = {
     "onnx-genai.autoregressive-decode": DECODE_PARAMETERS,
     "onnx-genai.token-policy": POLICY_PARAMETERS,
-    "onnx-genai.speculative-block": SPECULATIVE_PARAMETERS | set(BLOCK_PARAMETERS),
+    "onnx-genai.speculative-block": SPECULATIVE_PARAMETERS | set(BLOCK_PARAMETERS) | {"max_length"},
     "onnx-genai.continuous-batch": BATCH_PARAMETERS,
 }
-OPTIONAL_PARAMETERS = {"onnx-genai.speculative-block": set(BLOCK_PARAMETERS)}
+# a speculative-block's max_length: the total length bound of the token policy (0: none)
+OPTIONAL_PARAMETERS = {"onnx-genai.speculative-block": {*BLOCK_PARAMETERS, "max_length"}}
 
 
 def contract_problems(root, contract, ports) -> list[tuple[tuple, str, str]]:

@@ -43,12 +43,38 @@ class Plan:
     max_width: int
     parameters: dict
     cells: tuple[CellPlan, ...]
+    # a chained proposer that reads token ids (no token_embedding): a decoder with its own cache
+    decoder_shaped: bool = False
 
     def names(self, prefix: str) -> dict[str, str | None]:
-        """The graph names of the target (``prefix`` "target") or a block proposer."""
+        """The graph names of the target (``prefix`` "target") or of a block or decoder-shaped
+        proposer (``prefix`` "proposer")."""
         keys = ("tokens_input", "mask_input", "positions_input")
         out = {k: (self.parameters.get(f"{prefix}_{k}") or None) for k in keys}
+        if prefix == "proposer" and self.decoder_shaped:
+            out["tokens_input"] = self.chained.token_embedding_input
         return out
+
+
+# the block parameters a decoder-shaped chained proposal uses (its mask, and its positions)
+DECODER_PROPOSER_PARAMETERS = ("proposer_mask_input", "proposer_positions_input")
+
+
+def is_integer_dtype(dtype) -> bool:
+    return isinstance(dtype, str) and dtype.startswith(("int", "uint"))
+
+
+def decoder_shaped(chained, port_dtype) -> bool:
+    """A chained proposal without ``token_embedding`` whose ``token_embedding_input`` is an
+    integer port: the proposer embeds its tokens itself (a bare decoder used as a draft), so the
+    runtime feeds it token ids. ``port_dtype(port)`` is the proposer input's dtype (or None)."""
+    return (
+        chained is not None
+        and chained.token_embedding is None
+        and chained.folded_carry_output is None
+        and chained.token_embedding_input is not None
+        and is_integer_dtype(port_dtype(chained.token_embedding_input))
+    )
 
 
 def _problem(code: str, path: tuple, message: str) -> tuple:
@@ -68,10 +94,11 @@ def _params_path(name: str, key: str | None = None) -> tuple:
     return (*path, key) if key else path
 
 
-def resolve(workflow, spec, name: str, port_names) -> tuple[Plan | None, list]:
+def resolve(workflow, spec, name: str, port_names, port_dtype) -> tuple[Plan | None, list]:
     """The plan of speculative-block component ``name`` and the problems that keep it from
     running: ``[(code, path, message)]``. ``port_names(component, "inputs" | "outputs")`` gives
-    a component's known port names (None when unknown)."""
+    a component's known port names (None when unknown); ``port_dtype(component, port)`` the
+    dtype of a component's input port (None when unknown)."""
     problems: list = []
     comp = workflow.components[name]
     if spec is None:
@@ -109,6 +136,7 @@ def resolve(workflow, spec, name: str, port_names) -> tuple[Plan | None, list]:
     params = dict(comp.contract.parameters)
     chained = spec.proposal_execution
     chained = chained if isinstance(chained, ChainedProposal) else None
+    shaped = decoder_shaped(chained, lambda port: port_dtype(spec.proposer, port))
     target_in = port_names(spec.target, "inputs") or []
     target_out = port_names(spec.target, "outputs") or []
     proposer_in = port_names(spec.proposer, "inputs") or []
@@ -149,34 +177,58 @@ def resolve(workflow, spec, name: str, port_names) -> tuple[Plan | None, list]:
             graph_name(key, proposer_in, "input", "proposer", key == "proposer_positions_input")
         graph_name("proposal_output", proposer_out, "output", "proposer", False)
     else:
+        allowed = DECODER_PROPOSER_PARAMETERS if shaped else ()
         for key in BLOCK_PARAMETERS:
-            if key in params:
+            if key in params and key not in allowed:
+                why = (
+                    "the proposer is a decoder read through the chained proposal's "
+                    "token_embedding_input and logits_output"
+                    if shaped
+                    else "it reads the proposer from the speculative section"
+                )
                 problems.append(
                     _problem(
                         "F115",
                         _params_path(name, key),
                         f"parameter {key!r} names a block proposer's graph, but the proposal "
-                        "execution is chained (it reads the proposer from the speculative section)",
+                        f"execution is chained ({why})",
                     )
                 )
-        problems += _chained_problems(workflow, spec, chained, name, port_names)
-    cells = _cells(workflow, spec, chained, name, problems)
+        if shaped:
+            if "proposer_mask_input" not in params:
+                problems.append(
+                    _problem(
+                        "F115",
+                        _params_path(name),
+                        "a chained proposer that reads token ids keeps its own cache: parameter "
+                        "'proposer_mask_input' must name its attention mask input",
+                    )
+                )
+            graph_name("proposer_mask_input", proposer_in, "input", "proposer", False)
+            graph_name("proposer_positions_input", proposer_in, "input", "proposer", True)
+        problems += _chained_problems(workflow, spec, chained, name, port_names, shaped)
+    cells = _cells(workflow, spec, chained, name, problems, shaped)
     if problems:
         return None, problems
-    plan = Plan(name, spec.proposer, spec.target, chained, spec.max_proposal_width, params, cells)
+    plan = Plan(
+        name, spec.proposer, spec.target, chained, spec.max_proposal_width, params, cells, shaped
+    )
     return plan, problems
 
 
-def _chained_problems(workflow, spec, chained, name, port_names) -> list:
+def _chained_problems(workflow, spec, chained, name, port_names, shaped) -> list:
     problems = []
     path = ("speculative", "proposal_execution")
-    if chained.token_embedding is None:
+    if chained.token_embedding is None and not shaped:
         problems.append(
             _problem(
                 "F116",
                 (*path, "token_embedding"),
                 f"{SPECULATIVE_CONTRACT} reads a chained proposal's token_embedding (the target "
-                "table each proposed token is embedded with before it is fed back); it is missing",
+                "table each proposed token is embedded with before it is fed back); it is "
+                "missing, and the proposer's token_embedding_input "
+                f"{chained.token_embedding_input!r} is not an integer port (a proposer that "
+                "reads token ids embeds them itself and needs no table)",
             )
         )
     if chained.folded_carry_output is not None:
@@ -196,9 +248,10 @@ def _chained_problems(workflow, spec, chained, name, port_names) -> list:
     return problems
 
 
-def _cells(workflow, spec, chained, name, problems) -> tuple[CellPlan, ...]:
+def _cells(workflow, spec, chained, name, problems, shaped) -> tuple[CellPlan, ...]:
     """Every cell the target or proposer reads through a service group, carried through the
-    contract's component; every rollback cell among them."""
+    contract's component; every rollback cell among them. A decoder-shaped chained proposer's
+    cells (``shaped``) are caches like the target's, recurrent or not."""
     groups = workflow.serving.state_service.groups if workflow.serving else {}
     recurrent = {r.state: r for r in (chained.recurrent if chained else ())}
     found: list[CellPlan] = []
@@ -220,27 +273,30 @@ def _cells(workflow, spec, chained, name, problems) -> tuple[CellPlan, ...]:
                     )
                     continue
                 axis = group.sequence_axis
-                if (axis is None) != (cell in recurrent):
+                restored = cell in recurrent and not shaped  # else truncated, a cache
+                if (axis is None) != restored:
                     refused.add(cell)
-                if axis is None and cell not in recurrent:
+                if axis is None and not restored:
                     problems.append(
                         _problem(
                             "F117",
                             (*gpath, "sequence_axis"),
                             f"cell {cell!r} of the {role} {model!r} has no sequence axis: this "
                             "runtime rolls a cache back by truncating it along its group's "
-                            "sequence_axis (only a chained proposal's recurrent cells are "
-                            "restored instead)",
+                            "sequence_axis (only the recurrent cells of a chained proposal fed "
+                            "token embeddings are restored instead)",
                         )
                     )
                     continue
-                if cell in recurrent and axis is not None:
+                if restored and axis is not None:
                     problems.append(
                         _problem(
                             "F117",
                             (*gpath, "sequence_axis"),
                             f"recurrent cell {cell!r} is in a group with a sequence axis: this "
-                            "runtime restores recurrent cells whole, one value per row",
+                            "runtime restores the recurrent cells of a proposer fed token "
+                            "embeddings whole, one value per row (only a proposer that reads "
+                            "token ids keeps a cache that is truncated)",
                         )
                     )
                     continue

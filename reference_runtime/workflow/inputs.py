@@ -27,6 +27,7 @@ from ..package.model import (
     RuntimeRole,
     TensorContract,
 )
+from ..package.runtime_contracts import SPECULATIVE_CONTRACT
 from .tensors import Symbols, check
 
 SAMPLING = {
@@ -234,6 +235,11 @@ class InputBinder:
             if isinstance(inp.source, RequestSource) and isinstance(inp.role, RuntimeRole):
                 roles.setdefault(inp.role.role, name)
         self.role_inputs = roles
+        # a speculative-block component verifies greedily: such a package never samples
+        self.speculative = any(
+            comp.contract is not None and comp.contract.id == SPECULATIVE_CONTRACT
+            for comp in self.wf.components.values()
+        )
 
     # ------------------------------------------------------------------ keywords
 
@@ -258,6 +264,19 @@ class InputBinder:
                 return spelling.show(keyword, value)
             return f"{keyword}={value!r}"
 
+        if self.speculative:
+            asked = [k for k in ("temperature", "top_k", "top_p", "min_p") if getattr(request, k)
+                     is not None]  # fmt: skip
+            if request.greedy is False or (asked and not request.greedy):
+                what = show("greedy", False) if request.greedy is False else show(
+                    asked[0], getattr(request, asked[0])
+                )  # fmt: skip
+                raise _request_error(
+                    f"{what} asks to sample, but this package decodes speculatively "
+                    f"({SPECULATIVE_CONTRACT}), which verifies every token greedily",
+                    f"Leave {name('greedy')} and the sampling keywords unset (greedy decoding), "
+                    "or load the decoder without a draft to sample.",
+                )
         for keyword, roles in KEYWORD_ROLES.items():
             value = getattr(request, keyword)
             if value is None:

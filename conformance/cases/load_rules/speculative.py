@@ -132,4 +132,15 @@ MUTATIONS = (
              (Set((*GR, "draft_state", "kind"), "full_attention"), Delete((*GR, "draft_state", "update")),
               Set((*GR, "draft_state", "sequence_axis"), 1)),
              f"{GRP}.draft_state.sequence_axis", "recurrent cell with a sequence axis"),
+    # a chained proposer that reads token ids (a bare decoder's draft): a decoder with its cache
+    Mutation("F115", "speculative_lowered", (Delete((*SPP, "proposer_mask_input")),),
+             f"{SPC}.contract.parameters", "token-id proposer without proposer_mask_input"),
+    Mutation("F115", "speculative_lowered", (Set((*SPP, "proposal_output"), "logits"),),
+             f"{SPC}.contract.parameters.proposal_output",
+             "block proposal_output on a token-id chained proposal"),
+    Mutation("F117", "speculative_lowered",
+             (Set((*GR, "draft_cache", "kind"), "recurrent"), Delete((*GR, "draft_cache", "sequence_axis")),
+              Set((*GR, "draft_cache", "update"), {"kind": "replace"}),
+              Set(("pipeline", "workflow", "state", "draft_kv_0", "recurrence"), {"kind": "invariant"})),
+             f"{GRP}.draft_cache.sequence_axis", "token-id proposer cache without a sequence axis"),
 )  # fmt: skip

@@ -1142,8 +1142,10 @@ RULE_LIST: tuple[Rule, ...] = (
         "against the package: no `speculative` section, a proposer or target that is not an "
         "ONNX component, a parameter that does not name a port of the target (or of a block "
         "proposer), a block proposal without its proposer parameters (or a chained one with "
-        "them), a cell of the proposer or target not carried through the component by a "
-        "read-write service-group alias, or a rollback cell it does not carry.",
+        "them, but for a proposer that reads token ids, which needs `proposer_mask_input` and "
+        "may name `proposer_positions_input`), a cell of the proposer or target not carried "
+        "through the component by a read-write service-group alias, or a rollback cell it does "
+        "not carry.",
         "Declare what docs/speculative.md lists: the proposer and target as ONNX components, "
         "the graph names as parameters, and each cache cell's alias on the component.",
     ),
@@ -1151,8 +1153,10 @@ RULE_LIST: tuple[Rule, ...] = (
         "F116",
         "chained-proposal-unresolved",
         "A chained proposal run by `onnx-genai.speculative-block` without a field its executor "
-        "reads: `token_embedding` (the table proposed tokens are embedded with), or the "
-        "component's `carry` ports when the proposal has a folded carry.",
+        "reads: `token_embedding` (the table proposed tokens are embedded with) when the "
+        "proposer's `token_embedding_input` is not an integer port (a proposer that reads token "
+        "ids embeds them itself), or the component's `carry` ports when the proposal has a "
+        "folded carry.",
         "Add the field the message names; nothing is inferred from names or shapes.",
     ),
     _r(
@@ -1160,8 +1164,9 @@ RULE_LIST: tuple[Rule, ...] = (
         "speculative-unsupported",
         "A valid speculative package this runtime's speculative executor does not run: a "
         "`mapped` vocabulary, more than one speculative-block component, a cache cell whose "
-        "group has no `sequence_axis` (other than a chained proposal's recurrent cell), or a "
-        "recurrent cell in a group with one.",
+        "group has no `sequence_axis` (other than the recurrent cell of a chained proposal fed "
+        "token embeddings), or such a recurrent cell in a group with one (the cells of a "
+        "proposer that reads token ids are caches, each with a sequence axis).",
         "Use an identical or subset vocabulary, one speculative-block component, and cache "
         "groups with a sequence axis.",
         kind="unsupported",

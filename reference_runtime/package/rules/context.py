@@ -124,6 +124,8 @@ class Ctx:
     graphs: dict[str, GraphSignature | None] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
     flow: object | None = None  # the steps analysis (flow.Flow), set by the D rules
+    # folder name -> folder outside the package (a lowered decoder's draft; Package.mounts)
+    mounts: dict[str, Path] = field(default_factory=dict)
 
     @property
     def workflow(self) -> Workflow | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from ... import dtypes
 from ..artifacts import (
-    confine,
     elem_type_problems,
     graph_problems,
     load_model,
+    locate,
     signature,
     text_graph_too_large,
 )
@@ -20,7 +20,7 @@ from .context import Ctx
 
 
 def _confined(ctx: Ctx, relative: str, path, what: str):
-    resolved, problem = confine(ctx.root, relative)
+    resolved, problem = locate(ctx.root, relative, ctx.mounts)
     if problem:
         ctx.add("H74", path, f"{what}: {problem}")
     return resolved

@@ -233,6 +233,17 @@ def check_folded_carry(ctx: Ctx, spec, chained, proposer_out) -> None:
             )
 
 
+def port_dtype(ctx: Ctx, component: str, port: str) -> str | None:
+    """The dtype of a component's input port: declared on the component, else its graph's."""
+    comp = ctx.component(component)
+    declared = (comp.ports.inputs or {}) if comp is not None and comp.ports else {}
+    if port in declared:
+        return getattr(declared[port], "dtype", None)
+    graph = ctx.graphs.get(component)
+    value = graph.inputs.get(port) if graph is not None else None
+    return value.dtype if value is not None else None
+
+
 def check_speculative_block(ctx: Ctx) -> None:
     """What the speculative-block executor needs of the package (F115-F117): it resolves, or
     the package is refused naming what is missing."""
@@ -253,7 +264,7 @@ def check_speculative_block(ctx: Ctx) -> None:
     ):
         return  # F59
     for name in names[:1]:
-        _, problems = resolve(wf, spec, name, ctx.port_names)
+        _, problems = resolve(wf, spec, name, ctx.port_names, lambda c, p: port_dtype(ctx, c, p))
         for code, path, message in problems:
             ctx.add(code, path, message)
 
