@@ -309,3 +309,30 @@ def test_a_draft_on_a_workflow_package_exits_2(capsys):
                  str(package_path("speculative_draft")), "--tokens", "[[1]]"])  # fmt: skip
     assert code == 2
     assert "workflow package" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_every_supported_runtime_contract_runs_and_is_counted(executor):
+    """The four runtime contracts this runtime supports each execute, counted at dispatch: a
+    lowered decoder runs decode, token policy and continuous batch; lowered with a draft, its
+    steps are the speculative block's (and the graphs beneath run on the engine's executor)."""
+    from reference_runtime.support import REFERENCE_SUPPORT
+
+    target, draft = package_path("genai_decoder"), package_path("genai_draft")
+    counted: dict[str, int] = {}
+    for engine in (
+        Engine.from_dir(target, executor),
+        Engine.from_dir(target, executor, draft=draft),
+    ):
+        engine.run(prompt=[[1, 5, 9]], max_new_tokens=6)
+        for contract, count in engine.counters["contract_executions"].items():
+            counted[contract] = counted.get(contract, 0) + count
+        graphs = {
+            name: runs
+            for name, runs in engine.counters["invocations"].items()
+            if "contract" not in runs
+        }
+        assert graphs and all(set(runs) == {executor} for runs in graphs.values())
+    supported = {entry.split("@")[0] for entry in REFERENCE_SUPPORT.binding_contracts}
+    assert set(counted) == supported and len(supported) == 4
+    assert all(count > 0 for count in counted.values())
