@@ -75,7 +75,7 @@ class Engine:
         self.device = device
         self.compiled = compiled
         self.kv_budget_bytes = check_budget(kv_budget_bytes)
-        self._kv = KvEstimator(workflow)
+        self._kv = KvEstimator(workflow, package.metadata.speculative)
         if self.kv_budget_bytes is not None and self._kv.problems:
             raise UsageError(
                 "this package's KV cannot be bounded before a request runs, so a KV budget "
@@ -443,7 +443,7 @@ class Engine:
                 "H113",
                 f"the request needs {needed} bytes of KV but the budget has "
                 f"{self.kv_budget_bytes} available ({cells}; {bound.batch or 1} row(s), "
-                f"{self._kv.positions(bound)} token positions{turn})",
+                f"{sum(self._kv.positions(bound))} token positions{turn})",
                 hint="Shorten the prompt, lower max_new_tokens or send fewer rows (for a "
                 "session: reset it or start a new one), or load the engine with a larger "
                 "kv_budget_bytes.",

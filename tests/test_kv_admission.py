@@ -325,3 +325,48 @@ def test_session_case_admits_what_the_session_turns_golden_holds():
     assert [results[i] for i in case.refused] == [{"error": "H113"}] * len(case.refused)
     golden = goldens.load("genai_decoder_gqa/session_turns")
     assert golden is not None and not goldens.differences(golden, admitted)
+
+
+@pytest.mark.parametrize("package", ["speculative_block", "speculative_lowered"])
+def test_speculative_estimate_bounds_the_verification_slots(package):
+    """A speculative step feeds K + 1 positions to the target before it truncates, and rows
+    that commit fewer tokens keep masked slots: the estimate bounds the largest cache each graph
+    reads or writes (both caches are held at once), on a ragged batch whose rows accept
+    different amounts."""
+    engine = Engine.from_dir(package_path(package), kv_budget_bytes=10**9)
+    plan = engine._sessions["speculate"].plan
+    peaks: dict[str, int] = {}
+    for role, name in (("target", plan.target), ("proposer", plan.proposer)):
+        ins = {c.model_input for c in plan.cells if c.model == role}
+        outs = {c.model_output for c in plan.cells if c.model == role}
+        session = engine._sessions[name]
+        original = session.run
+
+        def recording(inputs, outputs, original=original, name=name, ins=ins, outs=outs):
+            results = original(inputs, outputs)
+            read = sum(np.asarray(v).nbytes for k, v in inputs.items() if k in ins)
+            written = sum(np.asarray(v).nbytes for k, v in results.items() if k in outs)
+            peaks[name] = max(peaks.get(name, 0), read, written)
+            return results
+
+        session.run = recording
+    prompts = [[1, 2, 3, 4, 5], [7, 3]]
+    needed = engine.kv_bytes_needed(prompts, max_new_tokens=12)
+    engine.run(prompts, max_new_tokens=12, stop_on_eos=False)
+    assert engine.counters["speculative"]["rollbacks"] > 0
+    assert len(peaks) == 2 and sum(peaks.values()) <= needed
+    # the plain formula (one position per token of the request) would not bound it
+    rows, positions = 2, 5 + 12
+    plain = sum(
+        c.itemsize
+        * int(
+            np.prod(
+                [
+                    rows if i == 0 else positions if i == c.sequence_axis else d
+                    for i, d in enumerate(c.dims)
+                ]
+            )
+        )  # fmt: skip
+        for c in engine._kv.cells
+    )
+    assert sum(peaks.values()) > plain

@@ -69,10 +69,21 @@ class _Cell:
 
 
 class KvEstimator:
-    """The KV bytes a bound request needs (an upper bound), for one workflow."""
+    """The KV bytes a bound request needs (an upper bound), for one workflow (and its package's
+    ``speculative`` section, if any)."""
 
-    def __init__(self, workflow):
+    def __init__(self, workflow, speculative=None):
         self.workflow = workflow
+        # the cells a speculative block verifies into and rolls back: K + 1 positions a step
+        self.speculative_width = speculative.max_proposal_width if speculative else None
+        self.speculative_cells = set()
+        for entry in speculative.rollback_state if speculative else ():
+            if entry in workflow.state:
+                self.speculative_cells.add(entry)
+            else:
+                self.speculative_cells.update(
+                    c for c, v in workflow.state.items() if v.service_group == entry
+                )
         self.prompt_inputs = [
             name
             for name, inp in workflow.inputs.items()
@@ -136,8 +147,8 @@ class KvEstimator:
                 )
             )
 
-    def positions(self, bound) -> int:
-        """``S``: the prompt's width plus the request's new-token bound."""
+    def positions(self, bound) -> tuple[int, int]:
+        """``(W, M)``: the prompt's width and the request's new-token bound."""
         width = 0
         for name in self.prompt_inputs:
             value = bound.values.get(name)
@@ -148,18 +159,22 @@ class KvEstimator:
             value = bound.values.get(name)
             if value is not None and np.size(value):
                 new = max(new, int(np.max(np.asarray(value))))
-        return width + max(new, 0)
+        return width, max(new, 0)
 
     def needed(self, bound) -> tuple[int, dict[str, int]]:
         """(total bytes, cell -> bytes) for a bound request."""
-        positions = self.positions(bound)
+        width, new = self.positions(bound)
         rows = bound.batch if bound.batch is not None else 1
         per_cell = {}
         for cell in self.cells:
             count = cell.itemsize
             for i, d in enumerate(cell.dims):
-                if i == cell.sequence_axis:
-                    extent = positions
+                if i == cell.sequence_axis and cell.name in self.speculative_cells:
+                    # the speculative block's capacity: a step feeds K + 1 positions, and rows
+                    # that commit fewer than another keep masked slots (docs/speculative.md)
+                    extent = width + 1 + (self.speculative_width + 1) * new
+                elif i == cell.sequence_axis:
+                    extent = width + new
                     if cell.maximum is not None:
                         limit = int(np.max(np.asarray(bound.values[cell.maximum])))
                         extent = limit if cell.bounded else min(extent, limit)
