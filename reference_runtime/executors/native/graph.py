@@ -559,20 +559,21 @@ class _Codegen:
         return self.identifiers[name]
 
     def _prepared(self, node: PlannedNode):
-        """The node's kernel specialised to its constant inputs, if the kernel has a prepare
-        step and it applies (see the registry)."""
+        """The node's kernel specialised to its attributes and constant inputs, with those
+        constants' indices, if the kernel has a prepare step and it applies (see the
+        registry)."""
         prepare = node.kernel.prepare
         if prepare is None:
-            return None
+            return None, ()
         constants = {
             i: self.plan.initializers[name]
             for i, name in enumerate(node.inputs)
             if name in self.plan.initializers and name not in self.inputs
         }
         try:
-            return prepare(node.view, constants)
+            return prepare(node.view, constants), constants
         except Exception:  # noqa: BLE001 - the kernel itself reports it at run time
-            return None
+            return None, ()
 
     def _node(self, index: int, node: PlannedNode) -> None:
         view = node.view
@@ -585,9 +586,11 @@ class _Codegen:
                 return function.run_positional(list(args))
 
         else:
-            kernel = self._prepared(node)
+            kernel, constants = self._prepared(node)
             if kernel is not None:
-                self.lines[-1] += " (prepared for its constant inputs)"
+                self.lines[-1] += (
+                    " (prepared for its constant inputs)" if constants else " (prepared)"
+                )
             else:
                 kernel = node.kernel.fn
         self.namespace[f"K{index}"] = kernel

@@ -536,7 +536,16 @@ def _check_cast(node):
         raise Unsupported(f"Cast to {dtypes.name(to)} on CUDA")
 
 
-@op("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25, 28), check=_check_cast)
+def _prepare_cast(node, constants):
+    to = dtypes.NUMPY[node.attr("to")]
+
+    def kernel(node, x):
+        return x.astype(to, copy=False)
+
+    return kernel
+
+
+@op("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25, 28), check=_check_cast, prepare=_prepare_cast)
 def cast(node, x):
     """``saturate`` and ``round_mode`` only concern float8 targets, which are refused."""
     return x.astype(dtypes.NUMPY[node.attr("to")], copy=False)
