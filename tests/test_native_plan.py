@@ -63,10 +63,10 @@ def test_prepared_kernels_are_exercised():
     prepared = set()
     for case in CONSTANT_CASES:
         plan, _ = plan_model(_Constant(case).model, np)
-        if "prepared for its constant inputs" in plan.source:
+        if "(prepared)" in plan.source:
             prepared.add(case.model.graph.node[0].op_type)
     # Kernels prepared for their attributes alone (a perm, an axis, a target dtype) run
-    # prepared in every node case of their op.
+    # prepared in the node cases of their op, their inputs fed.
     for case in applicable():
         op = case.model.graph.node[0].op_type
         if len(case.model.graph.node) == 1 and op in _prepared_ops() - prepared:
@@ -382,3 +382,57 @@ def test_a_prepared_kernel_computes_what_the_kernel_computes(op, attributes, inp
             continue
         assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("condition", "shape"),
+    [
+        (np.arange(40).reshape(1, 1, 40, 1) % 7 == 0, (1, 2, 40, 64)),  # rows of 64
+        (np.array([True, False]).reshape(2, 1, 1), (2, 3, 40)),  # rows of 120
+        (np.array([[True], [False], [True]]), (2, 3, 512)),
+        (np.array(True), (4, 300)),  # one row, all of x
+        (np.array([False]), (4, 300)),
+        (np.arange(64).reshape(1, 64) % 2 == 0, (30, 64)),  # per element: np.where
+        (np.ones((3, 1), bool), (2, 300)),  # does not broadcast: np.where's error
+    ],
+)
+def test_where_by_rows_selects_like_np_where(condition, shape):
+    x, y = _f32(*shape, seed=1), _f32(*shape, seed=2)
+    plan, _ = plan_model(
+        _model(
+            [helper.make_node("Where", ["c", "x", "y"], ["z"])],
+            [_info("c", TensorProto.BOOL), _info("x", 1), _info("y", 1)],
+            [_info("z", 1)],
+        ),
+        np,
+    )
+    try:
+        want = np.where(condition, x, y)
+    except ValueError:
+        with pytest.raises(RunError, match="Where"):
+            plan.run({"c": condition, "x": x, "y": y})
+        return
+    got = plan.run({"c": condition, "x": x, "y": y})["z"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def test_an_inline_node_is_checked_and_named_like_a_kernel_call():
+    f = TensorProto.FLOAT
+    model = _model(
+        [
+            helper.make_node("Mul", ["a", "b"], ["c"], name="scale"),
+            helper.make_node("Max", ["c", "b"], ["d"], name="clip"),
+            helper.make_node("Max", ["c", "b", "d"], ["e"], name="three"),  # a kernel call
+        ],
+        [_info("a", f), _info("b", f)],
+        [_info("e", f)],
+    )
+    plan, _ = plan_model(model, np)
+    assert "# 0: Mul 'scale' (inline)" in plan.source and "v_c = v_a * v_b" in plan.source
+    assert "v_d = XP.maximum(v_c, v_b)" in plan.source and "K2(N2, " in plan.source
+    out = plan.run({"a": np.array(2, np.float32), "b": np.array(3, np.float32)})["e"]
+    assert type(out) is np.ndarray and out.dtype == np.float32 and float(out) == 6.0
+    with pytest.raises(RunError, match="Mul \\(node 'scale'\\).*broadcast") as refused:
+        plan.run({"a": np.zeros(3, np.float32), "b": np.zeros(2, np.float32)})
+    assert refused.value.code == "C86" and isinstance(refused.value.__cause__, ValueError)

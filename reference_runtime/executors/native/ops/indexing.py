@@ -144,9 +144,11 @@ def _prepare_gather_elements(node, constants):
                 if indices.size == 0:
                     return data[_along_axis(np, indices, axis)]
                 if shape[axis] == 1:
-                    low = np.minimum.reduce(indices, axis=None)
-                    high = np.maximum.reduce(indices, axis=None)
-                    if low >= -1 and high <= 0:
+                    # All zeros (the usual case) is one cheap count; else the bounds.
+                    if not np.count_nonzero(indices) or (
+                        np.minimum.reduce(indices, axis=None) >= -1
+                        and np.maximum.reduce(indices, axis=None) <= 0
+                    ):
                         out = np.empty(wanted, dtype=data.dtype)
                         out[...] = data  # broadcasts along the axis
                         return out

@@ -76,8 +76,8 @@ def softmax_v1(node, x):
 
 
 def _prepare_softmax(node, constants):
-    """On NumPy, float32/float64: the same steps as :func:`_softmax` (the reductions ndarray
-    methods call, the exponent and the division in place), without the Python around them."""
+    """On NumPy, float32/float64: the same steps as :func:`_softmax` (the reductions the
+    ndarray methods call), without the Python around them."""
     if node.xp is not np:
         return None
     axis_attr = node.attr("axis", -1)
@@ -87,9 +87,8 @@ def _prepare_softmax(node, constants):
         if x.dtype not in wide or not x.size or not -x.ndim <= axis_attr < x.ndim:
             return softmax(node, x)
         axis = axis_attr + x.ndim if axis_attr < 0 else axis_attr
-        e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
-        np.exp(e, out=e)
-        return np.divide(e, np.add.reduce(e, axis=axis, keepdims=True), out=e)
+        e = np.exp(x - np.maximum.reduce(x, axis=axis, keepdims=True))
+        return e / np.add.reduce(e, axis=axis, keepdims=True)
 
     return kernel
 
@@ -129,12 +128,11 @@ def _matmul(node, a, b):
 
 def _prepare_matmul(node, constants):
     """Operands of one dtype computed in that dtype go straight to ``xp.matmul``."""
-    product = node.xp.matmul
 
     def kernel(node, a, b):
         dtype = a.dtype
         if dtype is b.dtype and (dtype.itemsize != 2 or not _low_precision(dtype)):
-            return product(a, b)
+            return a @ b  # xp.matmul, without the call through the module
         return _matmul(node, a, b)
 
     return kernel
