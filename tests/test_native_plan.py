@@ -385,18 +385,23 @@ def test_a_prepared_kernel_computes_what_the_kernel_computes(op, attributes, inp
 
 
 @pytest.mark.parametrize(
-    ("condition", "shape"),
+    ("condition", "shape", "by_rows"),
     [
-        (np.arange(40).reshape(1, 1, 40, 1) % 7 == 0, (1, 2, 40, 64)),  # rows of 64
-        (np.array([True, False]).reshape(2, 1, 1), (2, 3, 40)),  # rows of 120
-        (np.array([[True], [False], [True]]), (2, 3, 512)),
-        (np.array(True), (4, 300)),  # one row, all of x
-        (np.array([False]), (4, 300)),
-        (np.arange(64).reshape(1, 64) % 2 == 0, (30, 64)),  # per element: np.where
-        (np.ones((3, 1), bool), (2, 300)),  # does not broadcast: np.where's error
+        (np.arange(200).reshape(1, 1, 200, 1) % 7 == 0, (1, 2, 200, 64), True),  # rows of 64
+        (np.array([True, False]).reshape(2, 1, 1), (2, 3, 4096), True),  # rows of 12288
+        (np.array([[True], [False], [True]]), (2, 3, 4096), True),
+        (np.array(True), (4, 4096), True),  # one row, all of x
+        (np.array([False]), (4, 4096), True),
+        (np.arange(64).reshape(1, 64) % 2 == 0, (300, 64), False),  # per element
+        (np.zeros((1, 1, 9, 1), bool), (1, 2, 9, 64), False),  # small: np.where
+        (np.ones((3, 1), bool), (2, 8192), False),  # does not broadcast: np.where's error
     ],
 )
-def test_where_by_rows_selects_like_np_where(condition, shape):
+def test_where_by_rows_selects_like_np_where(condition, shape, by_rows):
+    from reference_runtime.executors.native.ops import elementwise
+
+    rows = elementwise._row_condition(condition, shape)
+    assert (rows is not None and np.prod(shape) >= elementwise._ROWS_AT_LEAST) == by_rows
     x, y = _f32(*shape, seed=1), _f32(*shape, seed=2)
     plan, _ = plan_model(
         _model(

@@ -498,7 +498,7 @@ def where(node, condition, x, y):
 
 
 # Where's row-wise selection pays from this many elements, with rows of at least _ROW_AT_LEAST.
-_ROWS_AT_LEAST = 1024
+_ROWS_AT_LEAST = 16384
 _ROW_AT_LEAST = 16
 
 
@@ -516,7 +516,11 @@ def _row_condition(condition, shape: tuple):
     if inner < _ROW_AT_LEAST or any(c not in (1, n) for c, n in zip(full, shape, strict=True)):
         return None
     per_row = condition.reshape(full[:lead])
-    return np.broadcast_to(per_row, shape[:lead]).reshape(-1)
+    if per_row.shape == shape[:lead]:
+        return per_row.reshape(-1)
+    rows = np.empty(shape[:lead], dtype=np.bool_)
+    rows[...] = per_row  # broadcasts
+    return rows.reshape(-1)
 
 
 @op("Max", since=(6, 8, 12, 13), inline="XP.maximum({0}, {1})")
