@@ -20,9 +20,12 @@ attribute values the kernel does not implement, so they are refused before anyth
 
 An optional ``prepare(node, constants)`` runs once when a plan is compiled, with the node's
 inputs that are constants of the graph (``{input index: array}``, often the axes, shape or
-shift amount). It may return a kernel specialised to them, called like the kernel itself (with
-every input), that decodes those parameters once instead of on every call; or None to use the
-kernel as it is. Both must compute the same thing: they share the code that does the work.
+shift amount; possibly none). It may return a kernel specialised to them and to the node's
+attributes, called like the kernel itself (with every input), that decodes those parameters
+once instead of on every call and may take a shorter route for common inputs; or None to use
+the kernel as it is. Both must compute the same thing, bit for bit and errors included: they
+share the code that does the work, and the prepared kernel hands what its short route does not
+cover to the kernel.
 
 An optional ``inline`` is the kernel as one Python expression over its inputs (``"{0} + {1}"``;
 ``XP`` names the array module), for kernels that are exactly one operator or one array-module
