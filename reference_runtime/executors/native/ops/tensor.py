@@ -87,12 +87,7 @@ def _prepare_reshape(node, constants):
     if 1 not in constants:
         return None
     dims, allowzero = _ints(constants[1]), node.attr("allowzero", 0)
-    reshaped = _per_shape(lambda shape: _reshape_dims(shape, dims, allowzero))
-
-    def kernel(node, x, shape):
-        return reshaped(x)
-
-    return kernel
+    return _per_shape(lambda shape: _reshape_dims(shape, dims, allowzero))
 
 
 @op("Reshape", since=(5, 13, 14, 19, 21, 23, 24, 25), prepare=_prepare_reshape)
@@ -133,11 +128,12 @@ def _per_rank(normalise):
 
 
 def _per_shape(target, limit: int = 64):
-    """``target(shape)`` (the output shape of a reshaping op) memoised per input shape, for
-    the few shapes one node sees; a node fed ever new shapes starts over past ``limit``."""
+    """The kernel of a reshaping op whose parameters are constants: ``x`` reshaped to
+    ``target(shape)``, memoised per input shape for the few shapes one node sees (a node fed
+    ever new shapes starts over past ``limit``)."""
     cache: dict[tuple, tuple] = {}
 
-    def reshaped(x):
+    def reshaped(node, x, *_parameters):
         shape = x.shape
         found = cache.get(shape)
         if found is None:
@@ -162,12 +158,7 @@ def _prepare_squeeze(node, constants):
                 raise ValueError(f"Squeeze: dim {a} of shape {shape} is not 1")
         return [d for i, d in enumerate(shape) if i not in dims]
 
-    squeezed = _per_shape(target)
-
-    def kernel(node, x, _axes):
-        return squeezed(x)
-
-    return kernel
+    return _per_shape(target)
 
 
 @op("Squeeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_squeeze)
@@ -208,12 +199,7 @@ def _prepare_unsqueeze(node, constants):
             out.insert(p, 1)
         return out
 
-    unsqueezed = _per_shape(target)
-
-    def kernel(node, x, _axes):
-        return unsqueezed(x)
-
-    return kernel
+    return _per_shape(target)
 
 
 @op("Unsqueeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_unsqueeze)
