@@ -63,8 +63,16 @@ def test_prepared_kernels_are_exercised():
     prepared = set()
     for case in CONSTANT_CASES:
         plan, _ = plan_model(_Constant(case).model, np)
-        if "prepared" in plan.source:
+        if "(prepared)" in plan.source:
             prepared.add(case.model.graph.node[0].op_type)
+    # Kernels prepared for their attributes alone (a perm, an axis, a target dtype) run
+    # prepared in the node cases of their op, their inputs fed.
+    for case in applicable():
+        op = case.model.graph.node[0].op_type
+        if len(case.model.graph.node) == 1 and op in _prepared_ops() - prepared:
+            plan, _ = plan_model(case.model, np)
+            if "(prepared)" in plan.source:
+                prepared.add(op)
     assert _prepared_ops() - prepared <= {"BitShift"}, _prepared_ops() - prepared
 
 
@@ -267,3 +275,169 @@ def test_a_prepared_kernel_reports_bad_input_like_the_kernel():
         prepared.run({"x": x})
     with pytest.raises(RunError, match="Squeeze: dim 0 of shape"):
         plain.run({"x": x, "p": np.array([0], np.int64)})
+
+
+# ---------------------------------------------------------------- fast paths of prepared kernels
+
+
+def _f32(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+_I = np.int64
+# (op, attributes, inputs, indices of the inputs that are constants of the graph)
+FAST_PATH_CASES = [
+    ("GatherElements", {"axis": 2}, [_f32(1, 4, 1, 8), np.zeros((1, 4, 5, 8), _I)], ()),
+    ("GatherElements", {"axis": 2}, [_f32(1, 4, 1, 8), -np.ones((1, 4, 5, 8), np.int32)], ()),
+    (
+        "GatherElements",
+        {"axis": -2},
+        [_f32(1, 4, 1, 8), np.eye(5, 8, dtype=_I)[None, None].repeat(4, 1)],
+        (),
+    ),  # fmt: skip
+    ("GatherElements", {"axis": 1}, [_f32(2, 3, 4), np.array([[[0, -1, 2, 1]] * 2] * 2)], ()),
+    ("GatherElements", {"axis": 1}, [_f32(2, 3, 4), np.array([[[0, 3, 2, 1]] * 2] * 2)], ()),
+    ("GatherElements", {"axis": 1}, [_f32(2, 3, 4), np.array([[[0, -4, 2, 1]] * 2] * 2)], ()),
+    ("GatherElements", {"axis": 1}, [_f32(2, 3, 4), np.zeros((1, 2, 4), _I)], ()),  # a block
+    ("GatherElements", {"axis": 0}, [_f32(1, 3), np.zeros((0, 3), _I)], ()),
+    ("GatherElements", {"axis": 0}, [_f32(0, 3), np.zeros((2, 3), _I)], ()),
+    ("GatherElements", {"axis": 3}, [_f32(2, 3), np.zeros((2, 3), _I)], ()),
+    ("Gather", {"axis": 1}, [_f32(3, 4), np.array([[3, -4], [0, 1]])], ()),
+    ("Gather", {"axis": -1}, [_f32(3, 4), np.array(-1, np.int32)], ()),
+    ("Gather", {"axis": 0}, [_f32(3, 4), np.array([3])], ()),
+    ("Gather", {"axis": 0}, [_f32(3, 4), np.array([-4])], ()),
+    ("Gather", {"axis": 2}, [_f32(3, 4), np.array([0])], ()),
+    ("Softmax", {}, [_f32(2, 3, 5)], ()),
+    ("Softmax", {"axis": 0}, [_f32(2, 3).astype(np.float64)], ()),
+    ("Softmax", {"axis": 1}, [np.array([[-np.inf, 0.0], [np.inf, 1.0]], np.float32)], ()),
+    ("Softmax", {}, [_f32(2, 3).astype(np.float16)], ()),
+    ("Softmax", {}, [_f32(2, 0)], ()),
+    ("Softmax", {"axis": 2}, [_f32(2, 3)], ()),
+    ("MatMul", {}, [_f32(1, 2, 1, 3), _f32(2, 3, 4)], ()),
+    ("MatMul", {}, [_f32(2, 3).astype(np.float16), _f32(3, 2).astype(np.float16)], ()),
+    ("MatMul", {}, [np.arange(6).reshape(2, 3), np.arange(6).reshape(3, 2)], ()),
+    ("MatMul", {}, [_f32(2, 3), _f32(4, 2)], ()),
+    ("Gemm", {"transA": 1}, [_f32(3, 2), _f32(3, 4), _f32(4)], ()),
+    ("Gemm", {"transB": 1}, [_f32(2, 3), _f32(4, 3)], ()),
+    ("Gemm", {}, [_f32(2, 3), _f32(3, 4), _f32(4).astype(np.float64)], ()),
+    ("ReduceMean", {}, [_f32(2, 3, 4), np.array([-1, 0])], (1,)),
+    ("ReduceMean", {"keepdims": 0}, [_f32(2, 3, 4), np.array([1])], (1,)),
+    ("ReduceMean", {}, [np.arange(12).reshape(3, 4), np.array([1])], (1,)),
+    ("ReduceMean", {}, [_f32(2, 0), np.array([1])], (1,)),
+    ("ReduceMean", {}, [_f32(2, 3).astype(np.float16), np.array([1])], (1,)),
+    ("ReduceMax", {"keepdims": 0}, [np.arange(12).reshape(3, 4), np.array([-1])], (1,)),
+    ("ReduceMax", {}, [_f32(2, 3), np.array([0, 1])], (1,)),
+    ("ReduceMax", {}, [_f32(2, 3), np.array([2])], (1,)),
+    ("Concat", {"axis": -1}, [np.arange(3), np.arange(2)], ()),
+    ("Concat", {"axis": 1}, [_f32(2, 1, 3), _f32(2, 2, 3)], ()),
+    ("Concat", {"axis": 1}, [np.arange(3), np.arange(2)], ()),
+    ("Expand", {}, [_f32(3, 1), np.array([2, 1, 4])], ()),
+    ("Expand", {}, [_f32(3, 1), np.array([2, 1, 4])], (1,)),
+    ("Expand", {}, [_f32(3, 2), np.array([4])], ()),
+    ("Transpose", {"perm": [1, 2, 0]}, [_f32(2, 3, 4)], ()),
+    ("Transpose", {}, [_f32(2, 3, 4)], ()),
+    ("Transpose", {"perm": [1, 0]}, [_f32(2, 3, 4)], ()),
+    ("Shape", {"start": 1, "end": -1}, [_f32(2, 3, 4)], ()),
+    ("Shape", {}, [_f32(2, 3)], ()),
+    ("Cast", {"to": TensorProto.INT32}, [_f32(2, 3) * 10], ()),
+    ("Reshape", {}, [_f32(2, 3, 4), np.array([0, -1])], (1,)),
+    ("Reshape", {}, [_f32(2, 3, 4), np.array([5, -1])], (1,)),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "attributes", "inputs", "constant"),
+    FAST_PATH_CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(FAST_PATH_CASES)],
+)
+def test_a_prepared_kernel_computes_what_the_kernel_computes(op, attributes, inputs, constant):
+    """Bit for bit, errors included, through the fast paths (and out of them)."""
+    names = [f"i{n}" for n in range(len(inputs))]
+    elem = helper.np_dtype_to_tensor_dtype
+    model = _model(
+        [helper.make_node(op, names, ["y"], **attributes)],
+        [_info(n, elem(x.dtype)) for n, x in zip(names, inputs, strict=True) if
+         names.index(n) not in constant],
+        [helper.make_tensor_value_info("y", 0, None)],
+        [numpy_helper.from_array(inputs[i], names[i]) for i in constant],
+    )  # fmt: skip
+    plan, problems = plan_model(model, np)
+    assert not problems
+    assert "(prepared" in plan.source
+    namespace = plan._compiled.function.__globals__
+    prepared, view, plain = namespace["K0"], namespace["N0"], plan.nodes[0].kernel.fn
+    assert prepared is not plain
+
+    def outcome(kernel):
+        try:
+            with np.errstate(all="ignore"):
+                return kernel(view, *inputs)
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return exc
+
+    for _ in range(2):  # memoised shapes and axes are used the second time
+        got, want = outcome(prepared), outcome(plain)
+        if isinstance(want, Exception):
+            assert type(got) is type(want) and str(got) == str(want)
+            continue
+        assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("condition", "shape", "by_rows"),
+    [
+        (np.arange(200).reshape(1, 1, 200, 1) % 7 == 0, (1, 2, 200, 64), True),  # rows of 64
+        (np.array([True, False]).reshape(2, 1, 1), (2, 3, 4096), True),  # rows of 12288
+        (np.array([[True], [False], [True]]), (2, 3, 4096), True),
+        (np.array(True), (4, 4096), True),  # one row, all of x
+        (np.array([False]), (4, 4096), True),
+        (np.arange(64).reshape(1, 64) % 2 == 0, (300, 64), False),  # per element
+        (np.zeros((1, 1, 9, 1), bool), (1, 2, 9, 64), False),  # small: np.where
+        (np.ones((3, 1), bool), (2, 8192), False),  # does not broadcast: np.where's error
+    ],
+)
+def test_where_by_rows_selects_like_np_where(condition, shape, by_rows):
+    from reference_runtime.executors.native.ops import elementwise
+
+    rows = elementwise._row_condition(condition, shape)
+    assert (rows is not None and np.prod(shape) >= elementwise._ROWS_AT_LEAST) == by_rows
+    x, y = _f32(*shape, seed=1), _f32(*shape, seed=2)
+    plan, _ = plan_model(
+        _model(
+            [helper.make_node("Where", ["c", "x", "y"], ["z"])],
+            [_info("c", TensorProto.BOOL), _info("x", 1), _info("y", 1)],
+            [_info("z", 1)],
+        ),
+        np,
+    )
+    try:
+        want = np.where(condition, x, y)
+    except ValueError:
+        with pytest.raises(RunError, match="Where"):
+            plan.run({"c": condition, "x": x, "y": y})
+        return
+    got = plan.run({"c": condition, "x": x, "y": y})["z"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def test_an_inline_node_is_checked_and_named_like_a_kernel_call():
+    f = TensorProto.FLOAT
+    model = _model(
+        [
+            helper.make_node("Mul", ["a", "b"], ["c"], name="scale"),
+            helper.make_node("Max", ["c", "b"], ["d"], name="clip"),
+            helper.make_node("Max", ["c", "b", "d"], ["e"], name="three"),  # a kernel call
+        ],
+        [_info("a", f), _info("b", f)],
+        [_info("e", f)],
+    )
+    plan, _ = plan_model(model, np)
+    assert "# 0: Mul 'scale' (inline)" in plan.source and "v_c = v_a * v_b" in plan.source
+    assert "v_d = XP.maximum(v_c, v_b)" in plan.source and "K2(N2, " in plan.source
+    out = plan.run({"a": np.array(2, np.float32), "b": np.array(3, np.float32)})["e"]
+    assert type(out) is np.ndarray and out.dtype == np.float32 and float(out) == 6.0
+    with pytest.raises(RunError, match="Mul \\(node 'scale'\\).*broadcast") as refused:
+        plan.run({"a": np.zeros(3, np.float32), "b": np.zeros(2, np.float32)})
+    assert refused.value.code == "C86" and isinstance(refused.value.__cause__, ValueError)

@@ -17,6 +17,7 @@ never let a float64 (or any other dtype) creep in unnoticed.
 from __future__ import annotations
 
 import re
+import string
 import threading
 from dataclasses import dataclass, field
 
@@ -494,6 +495,7 @@ class _Codegen:
             "ONE": _one,
             "SEVERAL": _several,
             "LOOKUP": _lookup,
+            "XP": xp,
         }
         self.lines: list[str] = []
         self.line_nodes: dict[int, PlannedNode] = {}
@@ -559,8 +561,8 @@ class _Codegen:
         return self.identifiers[name]
 
     def _prepared(self, node: PlannedNode):
-        """The node's kernel specialised to its constant inputs, if the kernel has a prepare
-        step and it applies (see the registry)."""
+        """The node's kernel specialised to its attributes and constant inputs, if the kernel
+        has a prepare step and it applies (see the registry)."""
         prepare = node.kernel.prepare
         if prepare is None:
             return None
@@ -574,11 +576,27 @@ class _Codegen:
         except Exception:  # noqa: BLE001 - the kernel itself reports it at run time
             return None
 
+    @staticmethod
+    def _inline(node: PlannedNode) -> str | None:
+        """The kernel's expression (see the registry), if it has one that reads exactly the
+        node's inputs, all given."""
+        kernel = node.kernel
+        if kernel is None or kernel.inline is None or node.view.subgraphs:
+            return None
+        fields = {int(f) for _, f, _, _ in string.Formatter().parse(kernel.inline) if f}
+        if fields != set(range(len(node.inputs))) or not all(node.inputs):
+            return None
+        return kernel.inline
+
     def _node(self, index: int, node: PlannedNode) -> None:
         view = node.view
         op_type = view.op_type if view.op_type.isidentifier() else repr(view.op_type)
         self.lines.append(f"    # {index}: {op_type} {view.name!r}")
-        if node.function is not None:
+        inline = self._inline(node)
+        if inline is not None:
+            kernel = None
+            self.lines[-1] += " (inline)"
+        elif node.function is not None:
             function = node.function
 
             def kernel(view, *args, function=function):
@@ -587,10 +605,11 @@ class _Codegen:
         else:
             kernel = self._prepared(node)
             if kernel is not None:
-                self.lines[-1] += " (prepared for its constant inputs)"
+                self.lines[-1] += " (prepared)"
             else:
                 kernel = node.kernel.fn
-        self.namespace[f"K{index}"] = kernel
+        if kernel is not None:
+            self.namespace[f"K{index}"] = kernel
         self.namespace[f"N{index}"] = view
         self.namespace[f"P{index}"] = node
         if view.subgraphs:
@@ -600,8 +619,11 @@ class _Codegen:
                     refs += [n for n in sorted(plan.outer_refs) if n not in refs]
             scope = ", ".join(f"{n!r}: {self._value(n, node)}" for n in refs)
             self._emit(f"N{index}.env = {{{scope}}}", node)
-        args = ", ".join([f"N{index}", *(self._value(n, node) for n in node.inputs)])
-        call = f"K{index}({args})"
+        if inline is not None:
+            call = inline.format(*(self._value(n, node) for n in node.inputs))
+        else:
+            args = ", ".join([f"N{index}", *(self._value(n, node) for n in node.inputs)])
+            call = f"K{index}({args})"
         named = [name for name in node.outputs if name]
         if len(node.outputs) == 1 and named:
             target = self._output(named[0])

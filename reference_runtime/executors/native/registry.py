@@ -20,9 +20,17 @@ attribute values the kernel does not implement, so they are refused before anyth
 
 An optional ``prepare(node, constants)`` runs once when a plan is compiled, with the node's
 inputs that are constants of the graph (``{input index: array}``, often the axes, shape or
-shift amount). It may return a kernel specialised to them, called like the kernel itself (with
-every input), that decodes those parameters once instead of on every call; or None to use the
-kernel as it is. Both must compute the same thing: they share the code that does the work.
+shift amount; possibly none). It may return a kernel specialised to them and to the node's
+attributes, called like the kernel itself (with every input), that decodes those parameters
+once instead of on every call and may take a shorter route for common inputs; or None to use
+the kernel as it is. Both must compute the same thing, bit for bit and errors included: they
+share the code that does the work, and the prepared kernel hands what its short route does not
+cover to the kernel.
+
+An optional ``inline`` is the kernel as one Python expression over its inputs (``"{0} + {1}"``;
+``XP`` names the array module), for kernels that are exactly one operator or one array-module
+call: a compiled plan writes it in place of the call to the kernel, for nodes with exactly the
+inputs the expression reads.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ class Kernel:
     fn: Callable
     check: Callable | None = None
     prepare: Callable | None = None
+    inline: str | None = None
 
 
 _REGISTRY: dict[tuple[str, str], dict[int, Kernel]] = {}
@@ -58,6 +67,7 @@ def op(
     domain: str = "",
     check: Callable | None = None,
     prepare: Callable | None = None,
+    inline: str | None = None,
 ):
     """Register a kernel for every since-version in ``since`` (one function, several versions
     whose semantics it covers)."""
@@ -69,7 +79,7 @@ def op(
             table = _REGISTRY.setdefault(key, {})
             if version in table:
                 raise RuntimeError(f"{domain or 'ai.onnx'}::{op_type} v{version} registered twice")
-            table[version] = Kernel(domain, op_type, version, fn, check, prepare)
+            table[version] = Kernel(domain, op_type, version, fn, check, prepare, inline)
         return fn
 
     return register

@@ -48,17 +48,17 @@ def _choice(name: str, allowed: tuple, default):
 # ---------------------------------------------------------------------------- arithmetic
 
 
-@op("Add", since=(7, 13, 14))
+@op("Add", since=(7, 13, 14), inline="{0} + {1}")
 def add(node, a, b):
     return a + b
 
 
-@op("Sub", since=(7, 13, 14))
+@op("Sub", since=(7, 13, 14), inline="{0} - {1}")
 def sub(node, a, b):
     return a - b
 
 
-@op("Mul", since=(7, 13, 14))
+@op("Mul", since=(7, 13, 14), inline="{0} * {1}")
 def mul(node, a, b):
     return a * b
 
@@ -121,12 +121,12 @@ def reciprocal(node, x):
     return node.xp.reciprocal(x)
 
 
-@op("Sqrt", since=(6, 13))
+@op("Sqrt", since=(6, 13), inline="XP.sqrt({0})")
 def sqrt(node, x):
     return node.xp.sqrt(x)
 
 
-@op("Exp", since=(6, 13))
+@op("Exp", since=(6, 13), inline="XP.exp({0})")
 def exp(node, x):
     return node.xp.exp(x)
 
@@ -341,12 +341,12 @@ def mish(node, x):
 # ---------------------------------------------------------------------------- logic
 
 
-@op("And", since=(7,))
+@op("And", since=(7,), inline="XP.logical_and({0}, {1})")
 def and_(node, a, b):
     return node.xp.logical_and(a, b)
 
 
-@op("Or", since=(7,))
+@op("Or", since=(7,), inline="XP.logical_or({0}, {1})")
 def or_(node, a, b):
     return node.xp.logical_or(a, b)
 
@@ -356,32 +356,32 @@ def xor(node, a, b):
     return node.xp.logical_xor(a, b)
 
 
-@op("Not", since=(1,))
+@op("Not", since=(1,), inline="XP.logical_not({0})")
 def not_(node, x):
     return node.xp.logical_not(x)
 
 
-@op("Equal", since=(7, 11, 13, 19))
+@op("Equal", since=(7, 11, 13, 19), inline="{0} == {1}")
 def equal(node, a, b):
     return a == b
 
 
-@op("Greater", since=(7, 9, 13))
+@op("Greater", since=(7, 9, 13), inline="{0} > {1}")
 def greater(node, a, b):
     return a > b
 
 
-@op("GreaterOrEqual", since=(12, 16))
+@op("GreaterOrEqual", since=(12, 16), inline="{0} >= {1}")
 def greater_or_equal(node, a, b):
     return a >= b
 
 
-@op("Less", since=(7, 9, 13))
+@op("Less", since=(7, 9, 13), inline="{0} < {1}")
 def less(node, a, b):
     return a < b
 
 
-@op("LessOrEqual", since=(12, 16))
+@op("LessOrEqual", since=(12, 16), inline="{0} <= {1}")
 def less_or_equal(node, a, b):
     return a <= b
 
@@ -484,17 +484,53 @@ def where(node, condition, x, y):
     ):
         # One element each: choosing the array is several times cheaper than np.where.
         return x if condition.item() else y
+    if node.xp is np and x.size >= _ROWS_AT_LEAST and x.shape == y.shape and x.dtype == y.dtype:
+        rows = _row_condition(condition, x.shape)
+        if rows is not None:
+            # One choice per row of contiguous elements (a mask over a KV cache's positions):
+            # y, with the chosen rows of x copied over it; np.where would pick element by
+            # element.
+            out = y.copy()
+            table = out.reshape(rows.shape[0], -1)
+            table[rows] = x.reshape(table.shape)[rows]
+            return out
     return node.xp.where(condition, x, y)
 
 
-@op("Max", since=(6, 8, 12, 13))
+# Where's row-wise selection pays from this many elements, with rows of at least _ROW_AT_LEAST.
+_ROWS_AT_LEAST = 16384
+_ROW_AT_LEAST = 16
+
+
+def _row_condition(condition, shape: tuple):
+    """A boolean ``condition`` that broadcasts to ``shape`` without enlarging it and is 1 on
+    its trailing dims (right-aligned) as one choice per row of those trailing dims, flat; or
+    None."""
+    if condition.dtype != np.bool_ or condition.ndim > len(shape):
+        return None
+    full = (1,) * (len(shape) - condition.ndim) + condition.shape
+    lead, inner = len(shape), 1
+    while lead and full[lead - 1] == 1:
+        lead -= 1
+        inner *= shape[lead]
+    if inner < _ROW_AT_LEAST or any(c not in (1, n) for c, n in zip(full, shape, strict=True)):
+        return None
+    per_row = condition.reshape(full[:lead])
+    if per_row.shape == shape[:lead]:
+        return per_row.reshape(-1)
+    rows = np.empty(shape[:lead], dtype=np.bool_)
+    rows[...] = per_row  # broadcasts
+    return rows.reshape(-1)
+
+
+@op("Max", since=(6, 8, 12, 13), inline="XP.maximum({0}, {1})")
 def max_(node, *inputs):
     if len(inputs) == 2:
         return node.xp.maximum(*inputs)
     return functools.reduce(node.xp.maximum, inputs)
 
 
-@op("Min", since=(6, 8, 12, 13))
+@op("Min", since=(6, 8, 12, 13), inline="XP.minimum({0}, {1})")
 def min_(node, *inputs):
     if len(inputs) == 2:
         return node.xp.minimum(*inputs)
@@ -536,7 +572,16 @@ def _check_cast(node):
         raise Unsupported(f"Cast to {dtypes.name(to)} on CUDA")
 
 
-@op("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25, 28), check=_check_cast)
+def _prepare_cast(node, constants):
+    to = dtypes.NUMPY[node.attr("to")]
+
+    def kernel(node, x):
+        return x.astype(to, copy=False)
+
+    return kernel
+
+
+@op("Cast", since=(6, 9, 13, 19, 21, 23, 24, 25, 28), check=_check_cast, prepare=_prepare_cast)
 def cast(node, x):
     """``saturate`` and ``round_mode`` only concern float8 targets, which are refused."""
     return x.astype(dtypes.NUMPY[node.attr("to")], copy=False)

@@ -93,7 +93,26 @@ def _along_axis(xp, picks, axis: int) -> tuple:
 # ---------------------------------------------------------------- gathering
 
 
-@op("Gather", since=(1, 11, 13))
+def _prepare_gather(node, constants):
+    """On NumPy, ``take`` with its default ``mode="raise"`` is exactly Gather for integer
+    indices: negatives count from the back, anything out of range raises (then the kernel
+    itself reports it)."""
+    if node.xp is not np:
+        return None
+    axis_attr = node.attr("axis", 0)
+
+    def kernel(node, data, indices):
+        if indices.dtype.kind == "i" and -data.ndim <= axis_attr < data.ndim:
+            try:
+                return data.take(indices, axis=axis_attr)
+            except IndexError:
+                pass
+        return gather(node, data, indices)
+
+    return kernel
+
+
+@op("Gather", since=(1, 11, 13), prepare=_prepare_gather)
 def gather(node, data, indices):
     xp = node.xp
     axis = _axis(node.attr("axis", 0), data.ndim)
@@ -106,7 +125,44 @@ def gather(node, data, indices):
     return xp.take(data, _indices(xp, indices, dim, "Gather"), axis=axis)
 
 
-@op("GatherElements", since=(11, 13))
+def _prepare_gather_elements(node, constants):
+    """On NumPy, indices exactly as large as data off the axis: advanced indexing counts
+    negatives from the back and raises for anything out of range (then the kernel itself
+    reports it), so the indices need no separate pass. Along an axis of size 1 (a decode
+    step's one new position, spread over the whole cache) every index is 0 or -1 and the
+    result is the data broadcast to the indices' shape."""
+    if node.xp is not np:
+        return None
+    axis_attr = node.attr("axis", 0)
+
+    def kernel(node, data, indices):
+        rank = data.ndim
+        if indices.ndim == rank and -rank <= axis_attr < rank and indices.dtype.kind == "i":
+            axis = axis_attr + rank if axis_attr < 0 else axis_attr
+            shape, wanted = data.shape, indices.shape
+            if shape[:axis] == wanted[:axis] and shape[axis + 1 :] == wanted[axis + 1 :]:
+                if indices.size == 0:
+                    return data[_along_axis(np, indices, axis)]
+                if shape[axis] == 1:
+                    # All zeros (the usual case) is one cheap count; else the bounds.
+                    if not np.count_nonzero(indices) or (
+                        np.minimum.reduce(indices, axis=None) >= -1
+                        and np.maximum.reduce(indices, axis=None) <= 0
+                    ):
+                        out = np.empty(wanted, dtype=data.dtype)
+                        out[...] = data  # broadcasts along the axis
+                        return out
+                else:
+                    try:
+                        return data[_along_axis(np, indices, axis)]
+                    except IndexError:
+                        pass
+        return gather_elements(node, data, indices)
+
+    return kernel
+
+
+@op("GatherElements", since=(11, 13), prepare=_prepare_gather_elements)
 def gather_elements(node, data, indices):
     xp = node.xp
     axis = _axis(node.attr("axis", 0), data.ndim)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes
 from ..registry import Unsupported, op
 
@@ -73,7 +75,25 @@ def softmax_v1(node, x):
     return _coerced(node, x, _softmax)
 
 
-@op("Softmax", since=13)
+def _prepare_softmax(node, constants):
+    """On NumPy, float32/float64: the same steps as :func:`_softmax` (the reductions the
+    ndarray methods call), without the Python around them."""
+    if node.xp is not np:
+        return None
+    axis_attr = node.attr("axis", -1)
+    wide = (np.dtype(np.float32), np.dtype(np.float64))
+
+    def kernel(node, x):
+        if x.dtype not in wide or not x.size or not -x.ndim <= axis_attr < x.ndim:
+            return softmax(node, x)
+        axis = axis_attr + x.ndim if axis_attr < 0 else axis_attr
+        e = np.exp(x - np.maximum.reduce(x, axis=axis, keepdims=True))
+        return e / np.add.reduce(e, axis=axis, keepdims=True)
+
+    return kernel
+
+
+@op("Softmax", since=13, prepare=_prepare_softmax)
 def softmax(node, x):
     return _per_axis(node, x, _softmax)
 
@@ -106,12 +126,46 @@ def _matmul(node, a, b):
     return node.xp.matmul(_work(node, a), _work(node, b)).astype(a.dtype, copy=False)
 
 
-@op("MatMul", since=(1, 9, 13))
+def _prepare_matmul(node, constants):
+    """Operands of one dtype computed in that dtype go straight to ``xp.matmul``."""
+
+    def kernel(node, a, b):
+        dtype = a.dtype
+        if dtype is b.dtype and (dtype.itemsize != 2 or not _low_precision(dtype)):
+            return a @ b  # xp.matmul, without the call through the module
+        return _matmul(node, a, b)
+
+    return kernel
+
+
+@op("MatMul", since=(1, 9, 13), prepare=_prepare_matmul)
 def matmul(node, a, b):
     return _matmul(node, a, b)
 
 
-@op("Gemm", since=(1, 6, 7, 9, 11, 13))
+def _prepare_gemm(node, constants):
+    """alpha = beta = 1 with operands of one dtype computed in that dtype: the product (and
+    the sum with C) straight away, the transpositions decided once."""
+    if node.attr("alpha", 1.0) != 1.0 or node.attr("beta", 1.0) != 1.0:
+        return None
+    product = node.xp.matmul
+    trans_a, trans_b = node.attr("transA", 0), node.attr("transB", 0)
+
+    def kernel(node, a, b, c=None):
+        dtype = a.dtype
+        if (
+            dtype is not b.dtype
+            or _low_precision(dtype)
+            or (c is not None and c.dtype is not dtype)
+        ):
+            return gemm(node, a, b, c)
+        y = product(a.T if trans_a else a, b.T if trans_b else b)
+        return y if c is None else y + c
+
+    return kernel
+
+
+@op("Gemm", since=(1, 6, 7, 9, 11, 13), prepare=_prepare_gemm)
 def gemm(node, a, b, c=None):
     """Y = alpha * A' @ B' + beta * C; A' and B' optionally transposed, C broadcast."""
     dtype = a.dtype

@@ -82,9 +82,14 @@ V_MAXMIN = (1, 11, 12, 13, 18, 20)
 V_LOG = (1, 11, 13, 18)  # 28 only narrows the types
 
 
-def reduction(op_type: str, since):
+def reduction(op_type: str, since, fast=None):
     """Register a Reduce* kernel ``fn(node, data, axes=None)``; a constant axes input is
-    decoded once, when the plan is compiled, and handed to ``fn`` as a tuple."""
+    decoded once, when the plan is compiled, and handed to ``fn`` as a tuple.
+
+    ``fast(data, axes)``, given, is the reduction itself on NumPy for a non-empty ``data`` of a
+    dtype computed as it is (not float16/bfloat16, which are widened) and a non-empty set of
+    axes, with the dims kept: what ``fn`` computes there, without the steps that do nothing
+    for it. It may return None to leave the input to ``fn``."""
 
     def register(fn):
         def prepare(node, constants):
@@ -92,11 +97,17 @@ def reduction(op_type: str, since):
                 return None
             axes = _decode_axes(constants[1])
             resolved: dict[int, _Resolved] = {}  # per input rank
+            direct = fast if node.xp is np else None
+            keepdims = _keepdims(node)
 
             def kernel(node, data, _axes_input):
                 found = resolved.get(data.ndim)
                 if found is None:
                     found = resolved[data.ndim] = _Resolved(_axes(node, data, axes))
+                if direct is not None and found and data.size and not _low_precision(data.dtype):
+                    y = direct(data, found)
+                    if y is not None:
+                        return y if keepdims else _squeeze(node, y, found)
                 return fn(node, data, found)
 
             return kernel
@@ -145,7 +156,16 @@ def reduce_l2(node, data, axes=None):
     return _finish(node, xp.sqrt(y), axes, data.dtype)
 
 
-@reduction("ReduceMean", V18)
+def _fast_mean(data, axes):
+    if data.dtype.kind != "f":  # integers: a mean in float64, truncated back
+        return None
+    count = 1
+    for a in axes:
+        count *= data.shape[a]
+    return np.add.reduce(data, axis=axes, dtype=data.dtype, keepdims=True) / data.dtype.type(count)
+
+
+@reduction("ReduceMean", V18, fast=_fast_mean)
 def reduce_mean(node, data, axes=None):
     xp = node.xp
     axes = _axes(node, data, axes)
@@ -190,7 +210,11 @@ def _highest(node, dtype):
     return float("inf")
 
 
-@reduction("ReduceMax", V_MAXMIN)
+def _fast_max(data, axes):
+    return np.maximum.reduce(data, axis=axes, keepdims=True)
+
+
+@reduction("ReduceMax", V_MAXMIN, fast=_fast_max)
 def reduce_max(node, data, axes=None):
     axes = _axes(node, data, axes)
     if not axes:

@@ -37,7 +37,17 @@ def _scalar(value):
 # ---------------------------------------------------------------- shapes
 
 
-@op("Shape", since=(1, 13, 15, 19, 21, 23, 24, 25))
+def _prepare_shape(node, constants):
+    start, end, xp = node.attr("start", 0), node.attr("end", None), node.xp
+    int64 = xp.int64
+
+    def kernel(node, x):
+        return xp.asarray(x.shape[start:end], dtype=int64)
+
+    return kernel
+
+
+@op("Shape", since=(1, 13, 15, 19, 21, 23, 24, 25), prepare=_prepare_shape)
 def shape(node, x):
     # Python slicing is exactly the spec's start/end rule: negatives count from the back,
     # out-of-range values clamp, start > end gives an empty shape.
@@ -77,11 +87,7 @@ def _prepare_reshape(node, constants):
     if 1 not in constants:
         return None
     dims, allowzero = _ints(constants[1]), node.attr("allowzero", 0)
-
-    def kernel(node, x, shape):
-        return x.reshape(_reshape_dims(x.shape, dims, allowzero))
-
-    return kernel
+    return _per_shape(lambda shape: _reshape_dims(shape, dims, allowzero))
 
 
 @op("Reshape", since=(5, 13, 14, 19, 21, 23, 24, 25), prepare=_prepare_reshape)
@@ -122,11 +128,12 @@ def _per_rank(normalise):
 
 
 def _per_shape(target, limit: int = 64):
-    """``target(shape)`` (the output shape of a reshaping op) memoised per input shape, for
-    the few shapes one node sees; a node fed ever new shapes starts over past ``limit``."""
+    """The kernel of a reshaping op whose parameters are constants: ``x`` reshaped to
+    ``target(shape)``, memoised per input shape for the few shapes one node sees (a node fed
+    ever new shapes starts over past ``limit``)."""
     cache: dict[tuple, tuple] = {}
 
-    def reshaped(x):
+    def reshaped(node, x, *_parameters):
         shape = x.shape
         found = cache.get(shape)
         if found is None:
@@ -151,12 +158,7 @@ def _prepare_squeeze(node, constants):
                 raise ValueError(f"Squeeze: dim {a} of shape {shape} is not 1")
         return [d for i, d in enumerate(shape) if i not in dims]
 
-    squeezed = _per_shape(target)
-
-    def kernel(node, x, _axes):
-        return squeezed(x)
-
-    return kernel
+    return _per_shape(target)
 
 
 @op("Squeeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_squeeze)
@@ -197,12 +199,7 @@ def _prepare_unsqueeze(node, constants):
             out.insert(p, 1)
         return out
 
-    unsqueezed = _per_shape(target)
-
-    def kernel(node, x, _axes):
-        return unsqueezed(x)
-
-    return kernel
+    return _per_shape(target)
 
 
 @op("Unsqueeze", since=(1, 11, 13, 21, 23, 24, 25), prepare=_prepare_unsqueeze)
@@ -212,25 +209,62 @@ def unsqueeze(node, x, axes=None):
     return _unsqueezed(x, _unsqueeze_positions(x.ndim, axes))
 
 
-@op("Transpose", since=(1, 13, 21, 23, 24, 25))
+def _prepare_transpose(node, constants):
+    perm = node.attr("perm")
+    if perm:
+        perm = tuple(perm)
+
+        def kernel(node, x):
+            return x.transpose(perm)  # what xp.transpose(x, perm) calls
+
+    else:
+
+        def kernel(node, x):
+            return x.transpose()  # reversed dims
+
+    return kernel
+
+
+@op("Transpose", since=(1, 13, 21, 23, 24, 25), prepare=_prepare_transpose)
 def transpose(node, x):
     perm = node.attr("perm") or list(reversed(range(x.ndim)))
     return node.xp.transpose(x, perm)
 
 
-@op("Expand", since=(8, 13))
-def expand(node, x, shape):
-    # Bidirectional broadcasting: a 1 in either shape takes the other's dim.
-    target = _ints(shape)
-    rank = max(x.ndim, len(target))
-    a = [1] * (rank - x.ndim) + list(x.shape)
+def _expanded_shape(in_shape: tuple, target: list[int]) -> list[int]:
+    """Bidirectional broadcasting: a 1 in either shape takes the other's dim."""
+    rank = max(len(in_shape), len(target))
+    a = [1] * (rank - len(in_shape)) + list(in_shape)
     b = [1] * (rank - len(target)) + target
     out = []
     for da, db in zip(a, b, strict=True):
         if da != db and 1 not in (da, db):
-            raise ValueError(f"Expand: shape {x.shape} does not broadcast to {target}")
+            raise ValueError(f"Expand: shape {in_shape} does not broadcast to {target}")
         out.append(da if db == 1 else db)
-    result = node.xp.empty(out, dtype=x.dtype)
+    return out
+
+
+def _prepare_expand(node, constants):
+    """The output shape of each (input shape, target) pair a node sees, computed once."""
+    xp, known = node.xp, {}
+
+    def kernel(node, x, shape):
+        key = (x.shape, tuple(_ints(shape)))
+        out = known.get(key)
+        if out is None:
+            if len(known) >= 64:
+                known.clear()
+            out = known[key] = tuple(_expanded_shape(x.shape, list(key[1])))
+        result = xp.empty(out, dtype=x.dtype)
+        result[...] = x  # broadcasts
+        return result
+
+    return kernel
+
+
+@op("Expand", since=(8, 13), prepare=_prepare_expand)
+def expand(node, x, shape):
+    result = node.xp.empty(_expanded_shape(x.shape, _ints(shape)), dtype=x.dtype)
     result[...] = x  # broadcasts
     return result
 
@@ -238,7 +272,17 @@ def expand(node, x, shape):
 # ---------------------------------------------------------------- joining, splitting, slicing
 
 
-@op("Concat", since=(1, 4, 11, 13))
+def _prepare_concat(node, constants):
+    axes = _per_rank(lambda rank: _axis(node.attr("axis", 1), rank))
+    concatenate = node.xp.concatenate
+
+    def kernel(node, *inputs):
+        return concatenate(inputs, axis=axes(inputs[0].ndim))
+
+    return kernel
+
+
+@op("Concat", since=(1, 4, 11, 13), prepare=_prepare_concat)
 def concat(node, *inputs):
     axis = _axis(node.attr("axis", 1), inputs[0].ndim)  # opset 1 defaulted axis to 1
     return node.xp.concatenate(inputs, axis=axis)
