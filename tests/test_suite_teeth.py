@@ -28,7 +28,8 @@ from conformance.certify import certify
 from reference_runtime.errors import ReferenceRuntimeError
 from reference_runtime.executors.native import NativeExecutor, registry
 from reference_runtime.executors.ort import OrtExecutor
-from reference_runtime.package.rules import files, loops
+from reference_runtime.package import artifacts
+from reference_runtime.package.rules import loops
 from reference_runtime.sessions import SessionStore
 from reference_runtime.workflow import compiled, interpreter, outputs
 from reference_runtime.workflow.interpreter import Interpreter
@@ -113,7 +114,7 @@ def _negative_destinations_unchecked():
 
 def _dotdot_inside_accepted():
     """Artifact paths are normalised first, so ``..`` is refused only when it escapes."""
-    original = files.confine
+    original = artifacts.confine
 
     def confine(root, relative):
         if ".." in relative.replace("\\", "/").split("/"):
@@ -122,7 +123,7 @@ def _dotdot_inside_accepted():
                 relative = normal
         return original(root, relative)
 
-    return [mock.patch.object(files, "confine", confine)]
+    return [mock.patch.object(artifacts, "confine", confine)]
 
 
 def _missing_ops_on_ort():
