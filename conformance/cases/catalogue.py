@@ -681,7 +681,7 @@ def admission_catalogue() -> list[Case]:
                 features,
                 f"refused (H113) where the KV exceeds the budget, publishing nothing; the "
                 f"others equal their unbudgeted runs ({case.notes})",
-                _copy_base(case.package),
+                case.variant.materialise if case.variant else _copy_base(case.package),
                 _judge_admission(case),
                 "H113",
                 RunCase(case.id, case.package, case.requests, notes=case.notes),
@@ -693,14 +693,15 @@ def admission_catalogue() -> list[Case]:
         (name, _copy_base(base), budget, f"kv_budget_bytes {budget!r}")
         for name, budget in kv_admission.BAD_BUDGETS.items()
     ]
-    budgets.append(
+    budgets += [
         (
-            kv_admission.UNBOUNDED_KV.note,
-            kv_admission.UNBOUNDED_KV.materialise,
+            variant.note,
+            variant.materialise,
             10**9,
-            f"a KV extent no input bounds ({kv_admission.UNBOUNDED_KV.describe()})",
+            f"a KV it cannot bound ({variant.describe()})",
         )
-    )
+        for variant in kv_admission.UNBOUNDABLE
+    ]
     features = (*package_features(load_document(base)), kv_admission.FEATURE, "rule_codes")
     for name, build, budget, what in budgets:
         cases.append(

@@ -72,7 +72,6 @@ class KvEstimator:
     """The KV bytes a bound request needs (an upper bound), for one workflow."""
 
     def __init__(self, workflow):
-        self.workflow = workflow
         self.prompt_inputs = [
             name
             for name, inp in workflow.inputs.items()
