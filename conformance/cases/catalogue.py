@@ -235,7 +235,20 @@ def _against_golden(run: RunCase, runtime: Runtime, root: Path, executor=None) -
         return Outcome(False, "no golden for this case (run tools/regen_goldens.py)")
     if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(run.package):
         return Outcome(False, "the golden is stale: the package changed since it was recorded")
-    problems = goldens.differences(golden, execute(runtime, run, root, executor))
+    results = execute(runtime, run, root, executor)
+    if "rule_codes" not in (runtime.describe().get("features") or ()):
+        # A runtime that names no rule codes is judged on refusing where the golden refuses,
+        # not on the code its refusal names (the fail-closed cases judge codes).
+        wanted = golden["results"]
+        if len(wanted) == len(results):
+            golden = {
+                **golden,
+                "results": [
+                    {"error": got["error"]} if "error" in want and "error" in got else want
+                    for want, got in zip(wanted, results, strict=True)
+                ],
+            }
+    problems = goldens.differences(golden, results)
     return _verdict(problems, "matches the golden")
 
 
