@@ -340,6 +340,7 @@ def test_the_cases_are_catalogued():
         "fail_closed/kv_admission/unbounded_kv",
         "kv_admission/arithmetic_decoder/fits_and_overflows",
         "kv_admission/arithmetic_decoder/kv_axis_bound_by_an_input",
+        "kv_admission/arithmetic_decoder/request_axis_no_input_declares",
         "kv_admission/counting_loop/zero_budget_without_kv",
         "kv_admission/genai_decoder_gqa/session_overflow",
     ]

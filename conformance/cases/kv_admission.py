@@ -77,6 +77,15 @@ KV_AXIS_BOUND_BY_AN_INPUT = Mutation(
     "pipeline.workflow.state.cache",
     "kv_axis_bound_by_end_ids",
 )
+# arithmetic_decoder with its KV cell's request axis the symbol `slots`, which no input
+# declares: the request axis is sized by the request's rows (docs/runtime.md, "KV admission").
+KV_REQUEST_AXIS_OF_ITS_OWN = Mutation(
+    "",
+    "arithmetic_decoder",
+    (Set(("pipeline", "workflow", "state", "cache", "contract", "shape", 0), "slots"),),
+    "pipeline.workflow.state.cache",
+    "kv_request_axis_of_its_own",
+)
 TWO_END_IDS = {"end_ids": np.array([15, 14], dtype=np.int64)}
 
 CASES = (
@@ -114,6 +123,22 @@ CASES = (
         "end ids double it (refused before anything runs: the graph's cache has one plane, "
         "so such a request could not run either), as 10 positions overflow it",
         variant=KV_AXIS_BOUND_BY_AN_INPUT,
+    ),
+    AdmissionCase(
+        id="arithmetic_decoder/request_axis_no_input_declares",
+        package="arithmetic_decoder",
+        budget=arithmetic_bytes(2, 3 + 6),
+        requests=(
+            _request(TWO_ROWS, 6),  # [2, 1, 9, 2]: exactly the budget
+            _request([*TWO_ROWS, [1, 1, 1]], 6),  # a third row does not fit
+            _request([[3, 1, 4]], 10),
+            _request(TWO_ROWS, 7),
+        ),
+        refused=(1, 3),
+        notes="the KV cell is [slots, 1, S, 2], `slots` a symbol no input declares on the "
+        "cell's request axis: it counts the request's rows, as `batch` does",
+        formula=True,
+        variant=KV_REQUEST_AXIS_OF_ITS_OWN,
     ),
     AdmissionCase(
         id="counting_loop/zero_budget_without_kv",
