@@ -292,28 +292,26 @@ class RefusesAZeroBudget(ReferenceRuntime):
 
 
 class IgnoresBoundSymbols(ReferenceRuntime):
-    """Sizes a KV axis its input binds as 1, whatever the request binds it to (and so takes
-    a budget for a package whose KV has an axis no input bounds)."""
+    """Sizes a KV axis an input binds as 1, whatever the request binds it to (and so takes a
+    budget for a package whose KV has an axis no input bounds)."""
 
     def load(self, package_dir, executor=None, options=None):
-        from reference_runtime.workflow import admission
-
-        real = admission.KvEstimator.__init__
-
-        def init(estimator, workflow):
-            real(estimator, workflow)
-            estimator.problems = [p for p in estimator.problems if "symbol" not in p]
-            for i, cell in enumerate(estimator.cells):
-                dims = tuple(
-                    1 if isinstance(d, str) and n not in (cell.sequence_axis, cell.request_axis)
-                    else d
-                    for n, d in enumerate(cell.dims)
-                )  # fmt: skip
-                estimator.cells[i] = dataclasses.replace(cell, dims=dims)
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(admission.KvEstimator, "__init__", init)
+        budget = (options or {}).get("kv_budget_bytes")
+        if not isinstance(budget, int) or budget < 0:
             return super().load(package_dir, executor, options)
+        engine = super().load(package_dir, executor)  # loaded without the budget, then given it
+        estimator = engine._kv
+        if any("symbol" not in problem for problem in estimator.problems):
+            raise Refused("load", "; ".join(estimator.problems), "H114")
+        engine.kv_budget_bytes = budget
+        for i, cell in enumerate(estimator.cells):
+            dims = tuple(
+                1 if isinstance(d, str) and n not in (cell.sequence_axis, cell.request_axis)
+                else d
+                for n, d in enumerate(cell.dims)
+            )  # fmt: skip
+            estimator.cells[i] = dataclasses.replace(cell, dims=dims)
+        return engine
 
 
 ZERO_BUDGET = "kv_admission/counting_loop/zero_budget_without_kv"
