@@ -119,18 +119,115 @@ def test_a_hand_written_mutant_that_no_longer_applies_is_refused(monkeypatch):
         mutation.generate(PACKAGE_DIR, ("",), ("hand_written",), True)
 
 
+def _sources(mutants):
+    return {f: (PACKAGE_DIR / f).read_text() for f in {m.file for m in mutants}}
+
+
 def test_the_equivalent_mutants_are_mutants_each_with_a_reason(everything):
     equivalent = mutation.read_equivalent(mutation.EQUIVALENT_FILE)
     ids = {m.id for m in everything}
     stale = sorted(set(equivalent) - ids)
     assert not stale, f"tools/mutation_equivalent.yaml lists mutants that no longer exist: {stale}"
+    assert all(entry.why.strip() and entry.judged_on for entry in equivalent.values())
 
 
-def test_a_malformed_equivalents_file_is_refused(tmp_path):
+def test_each_equivalent_names_the_change_it_was_judged_on(everything):
+    """Mutant ids are positional: when code changes, an entry's id can name another mutant,
+    which must be judged again."""
+    equivalent = mutation.read_equivalent(mutation.EQUIVALENT_FILE)
+    problems = mutation.drifted_equivalents(equivalent, everything, _sources(everything))
+    assert not problems, "\n".join(problems)
+
+
+def test_an_equivalent_whose_id_names_another_change_is_refused(everything, tmp_path):
+    """An entry judged on one change whose id now names another (the code moved under it)
+    makes the tool refuse to run, naming the entry and asking for it to be re-judged."""
+    equivalent = mutation.read_equivalent(mutation.EQUIVALENT_FILE)
+    mid = next(iter(equivalent))
+    by_id = {m.id: m for m in everything}
+    # As if the entry had been judged on the next mutant of its module (before code moved).
+    other = next(m for m in everything if m.file == by_id[mid].file and m.id != mid)
+    judged = mutation.judged_text((PACKAGE_DIR / other.file).read_text(), other)
+    drifted = {mid: mutation.Equivalent(equivalent[mid].why, judged)}
+    assert drifted[mid].judged_on != equivalent[mid].judged_on
+    (problem,) = mutation.drifted_equivalents(drifted, everything, _sources(everything))
+    assert repr(mid) in problem and "re-judge it" in problem and "--pin" in problem
+    # The tool refuses to run with such an entry (exit status 2, the problem on stderr).
+    path = tmp_path / "mutation_equivalent.yaml"
+    entry = mutation.pin(by_id[mid], (PACKAGE_DIR / by_id[mid].file).read_text(), "judged")
+    path.write_text(entry.replace("judged_on:", "judged_on:\n    - '+not this change'", 1))
+    code = (
+        "import sys, importlib.util; from pathlib import Path; "
+        "spec = importlib.util.spec_from_file_location('m', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(spec); sys.modules['m'] = m; "
+        "spec.loader.exec_module(m); m.EQUIVALENT_FILE = Path(sys.argv[2]); "
+        "sys.exit(m.main(['--list', '--target', sys.argv[3]]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "tools" / "mutation.py"), str(path),
+         by_id[mid].file],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert repr(mid) in done.stderr and "re-judge it" in done.stderr
+
+
+def test_pin_prints_an_entry_the_equivalents_file_reads(everything, tmp_path):
+    m = next(m for m in everything if m.operator == "comparison")
     path = tmp_path / "eq.yaml"
-    path.write_text("some/mutant: ''\n")
-    with pytest.raises(mutation.MutationError, match="reason"):
+    path.write_text(mutation.pin(m, (PACKAGE_DIR / m.file).read_text(), "because") + "\n")
+    (entry,) = mutation.read_equivalent(path).values()
+    assert entry.why == "because"
+    assert entry.judged_on == mutation.judged_text((PACKAGE_DIR / m.file).read_text(), m)
+    assert [line[0] for line in entry.judged_on if line[0] != " "] == ["-", "+"]
+    assert not mutation.drifted_equivalents({m.id: entry}, everything, _sources(everything))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "some/mutant: ''\n",
+        "some/mutant: a reason without the change\n",
+        "some/mutant: {why: '', judged_on: ['-a', '+b']}\n",
+        "some/mutant: {why: reason, judged_on: []}\n",
+        "some/mutant: {why: reason, judged_on: ['-a'], extra: 1}\n",
+        "- a list\n",
+    ],
+)
+def test_a_malformed_equivalents_file_is_refused(tmp_path, text):
+    path = tmp_path / "eq.yaml"
+    path.write_text(text)
+    with pytest.raises(mutation.MutationError, match="why.*judged_on"):
         mutation.read_equivalent(path)
+
+
+def test_every_suite_of_the_catalogue_is_tried_by_a_module_group():
+    """A suite no group names would certify no mutant: its cases could never kill one."""
+    suites = {c.suite for c in catalogue()}
+    grouped = {s for _, _, runs in mutation.GROUPS for _, names in runs for s in names}
+    assert not suites - grouped, f"suites no group of tools/mutation.py tries: {suites - grouped}"
+    assert not grouped - suites, f"GROUPS name suites the catalogue lacks: {grouped - suites}"
+
+
+@pytest.mark.parametrize(
+    ("module", "suite"),
+    [
+        ("workflow/admission.py", "kv_admission"),
+        ("engine.py", "kv_admission"),
+        ("sessions.py", "component_sessions"),
+        ("executors/ort.py", "component_sessions"),
+        ("executors/native/graph.py", "component_sessions"),
+        ("workflow/batching.py", "continuous_batching"),
+        ("executors/batching.py", "continuous_batching"),
+        ("package/runtime_contracts.py", "continuous_batching"),
+        ("workflow/interpreter.py", "sampling"),
+        ("executors/speculative.py", "golden"),
+        ("executors/decoding.py", "sampling"),
+    ],
+)
+def test_the_modules_a_suite_judges_are_certified_by_it(module, suite):
+    _, runs = mutation.group_of(module)
+    assert any(suite in names for _, names in runs), (module, runs)
 
 
 def test_an_unknown_target_is_refused():

@@ -3,7 +3,7 @@
     python tools/mutation.py [--target PATH]... [--operator OP]... [--sample N --seed S]
                              [--no-coverage] [--max-cases N] [--hand-written | --no-hand-written]
                              [--mutant ID]... [--case PATTERN]... [--jobs N] [--cold]
-                             [--report-dir DIR] [--list] [--floor]
+                             [--report-dir DIR] [--list] [--pin] [--floor]
 
 It generates *mutants* of ``reference_runtime/`` (one small change of its source each),
 certifies each with ``conformance certify``'s API on the cases likely to notice it, and writes
@@ -14,7 +14,7 @@ copies the ``reference_runtime`` package into a temporary folder and imports tha
 then certified in a child process, ``--jobs`` of them at a time (default: the CPU count). The
 judge (``conformance/``) is always the repository's own. ``--target`` takes modules or folders
 under ``reference_runtime/`` (default: the interpreter and the validator; ``--target ''``:
-every module but the command line and the renderer of docs/rules.md).
+every module but those certification does not judge, ``EXCLUDED``).
 
 A child applies its mutant one of two ways. *Warm* (a change inside a function body, nested
 functions included): the child is forked from the tool, which compiled the mutated module and
@@ -70,8 +70,10 @@ used more than 30 CPU seconds plus 5 times what its cases took in the control ru
 fixed estimate per suite without one, or 10 times that in wall-clock time): counted as killed,
 as mutation testing does, but reported apart; ``survived`` (every case passed; ``no case
 executes it`` when no case of the control run reached it); ``equivalent`` (listed in
-``tools/mutation_equivalent.yaml`` with the reason it cannot change behaviour; not run). The
-kill rate is (killed + timeout) / (all - equivalent).
+``tools/mutation_equivalent.yaml`` with the reason it cannot change behaviour and the change it
+was judged on; not run; an entry whose id now names another change, the code having moved under
+it, stops the tool until it is judged again: ``--pin`` prints an entry). The kill rate is
+(killed + timeout) / (all - equivalent).
 
 ``--sample N --seed S`` certifies N generated mutants chosen by hashing their ids with the seed
 (a change elsewhere leaves the choice of the others alone), and every hand-written one.
@@ -142,9 +144,18 @@ OPERATORS = (
     "removed_check",
     "hand_written",
 )
-# Not what certification judges: the command line, and the renderer of docs/rules.md (only
-# tools/generate_docs.py calls it; tests/test_generated_files.py holds the document to it).
-EXCLUDED = ("cli.py", "__main__.py", "package/rules/catalogue_doc.py")
+# Not what certification judges: the command line; the renderer of docs/rules.md and the finder
+# of the sites enforcing each rule that it lists (only tools/generate_docs.py runs them;
+# tests/test_generated_files.py and tests/test_rule_catalogue.py hold the document to them);
+# and the generator of schema.json (only tools/generate_schema.py runs it: loading reads the
+# committed schema.json, which tests/test_generated_files.py holds to the generator).
+EXCLUDED = (
+    "cli.py",
+    "__main__.py",
+    "package/rules/catalogue_doc.py",
+    "package/rules/enforcement.py",
+    "package/schema.py",
+)
 # The interpreter and the validator: the issue's scope, and the CI sample's.
 DEFAULT_TARGETS = (
     "workflow/",
@@ -157,13 +168,42 @@ DEFAULT_TARGETS = (
 
 PLAIN, NATIVE, COMPILED = "reference:plain", "reference:native:plain", "reference"
 LOAD_SUITES = ("acceptance", "fail_closed")
-RUN_SUITES = ("golden", "fail_closed", "determinism", "rows", "parity", "sampling")
+# Every suite that runs requests (tests/test_mutation.py holds GROUPS to the catalogue's suites:
+# each suite is tried for some group, and no group names a suite the catalogue lacks).
+RUN_SUITES = (
+    "golden",
+    "fail_closed",
+    "determinism",
+    "rows",
+    "parity",
+    "sampling",
+    "component_sessions",
+    "kv_admission",
+    "continuous_batching",
+)
+# The modules of package/ that the interpreter and the executors also use at run time (the
+# data they share with the validator, and what the runtime contracts resolve): run suites judge
+# them as well as load-time ones.
+SHARED_WITH_RUN_TIME = (
+    "package/abis.py",
+    "package/artifacts.py",
+    "package/preprocessing.py",
+    "package/runtime_contracts.py",
+    "package/speculative_block.py",
+    "package/visit.py",
+    "package/rules/batching.py",
+)
 # Module groups: (path prefixes under reference_runtime/, [(runtime spec, suites)]). The first
 # group whose prefix matches a file decides; suites in the order they are tried without coverage.
 GROUPS = (
     ("compiled interpreter", ("workflow/compiled.py", "codegen.py"), ((COMPILED, RUN_SUITES),)),
-    ("native executor", ("executors/native/",), ((NATIVE, ("golden", "executor", "parity")),)),
+    (
+        "native executor",
+        ("executors/native/",),
+        ((NATIVE, ("golden", "executor", "parity", "component_sessions")),),
+    ),
     ("lowering", ("package/lowering/",), ((PLAIN, (*LOAD_SUITES, *RUN_SUITES)),)),
+    ("shared with run time", SHARED_WITH_RUN_TIME, ((PLAIN, (*LOAD_SUITES, *RUN_SUITES)),)),
     ("validator", ("package/",), ((PLAIN, (*LOAD_SUITES, "golden")),)),
     (
         "executors",
@@ -198,6 +238,9 @@ SUITE_SECONDS = {
     "parity": 0.2,
     "rows": 0.3,
     "sampling": 1.0,
+    "component_sessions": 0.3,
+    "kv_admission": 0.3,
+    "continuous_batching": 1.0,
 }
 # A mutant's limit in CPU seconds: BASE_TIMEOUT plus TIMEOUT_FACTOR times what its cases took
 # (in the control run, or by SUITE_SECONDS); and WALL_FACTOR times that in wall-clock time
@@ -730,17 +773,102 @@ def sample(mutants: list[Mutant], n: int | None, seed: int) -> list[Mutant]:
     return [m for m in mutants if m.id in chosen or m.operator == "hand_written"]
 
 
-def read_equivalent(path: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Equivalent:
+    """An entry of ``tools/mutation_equivalent.yaml``: why the mutant cannot change what the
+    runtime does, and the change it was judged on (:func:`judged_text`)."""
+
+    why: str
+    judged_on: tuple[str, ...]
+
+
+def read_equivalent(path: Path) -> dict[str, Equivalent]:
+    """The equivalents file: mutant id -> {why, judged_on}."""
     try:
         data = yaml.safe_load(path.read_text()) if path.exists() else {}
     except (OSError, yaml.YAMLError) as exc:
         raise MutationError(f"{path.name}: {exc}") from None
     data = data or {}
-    if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in data.items()
-    ):
-        raise MutationError(f"{path.name}: map each mutant id to the reason it is equivalent")
-    return data
+    out = {}
+    for key, entry in data.items() if isinstance(data, dict) else [(None, None)]:
+        if not (
+            isinstance(key, str)
+            and isinstance(entry, dict)
+            and set(entry) == {"why", "judged_on"}
+            and isinstance(entry["why"], str)
+            and entry["why"].strip()
+            and isinstance(entry["judged_on"], list)
+            and entry["judged_on"]
+            and all(isinstance(line, str) for line in entry["judged_on"])
+        ):
+            where = f" (entry {key!r})" if isinstance(key, str) else ""
+            raise MutationError(
+                f"{path.name}{where}: map each mutant id to `why` (the reason it is equivalent) "
+                "and `judged_on` (the lines of the change it was judged on: python "
+                "tools/mutation.py --mutant ID --pin prints them)"
+            )
+        out[key] = Equivalent(entry["why"], tuple(entry["judged_on"]))
+    return out
+
+
+def judged_text(original: str, mutant: Mutant) -> tuple[str, ...]:
+    """The change a mutant makes, as an equivalent is judged on it: the lines it replaces
+    (``-``), their replacement (``+``), and one unchanged line before and after (`` ``); no
+    line numbers, so code added elsewhere leaves it alone. Mutant ids are positional (the N-th
+    mutant of an operator in a function): when code changes, an id can name another mutant, and
+    its entry's text then differs."""
+    if mutant.operator == "hand_written":
+        return ()
+    a, b = original.splitlines(), mutant.source.splitlines()
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    return (
+        *(" " + line for line in a[max(0, start - 1) : start]),
+        *("-" + line for line in a[start : len(a) - end]),
+        *("+" + line for line in b[start : len(b) - end]),
+        *(" " + line for line in a[len(a) - end : len(a) - end + 1]),
+    )
+
+
+def drifted_equivalents(equivalent: dict[str, Equivalent], mutants, originals) -> list[str]:
+    """A problem for each entry of ``equivalent`` whose id names one of ``mutants`` with another
+    change than the one it was judged on (``originals``: file -> its source)."""
+    problems = []
+    for m in mutants:
+        entry = equivalent.get(m.id)
+        if entry is None:
+            continue
+        now = judged_text(originals[m.file], m)
+        if now != entry.judged_on:
+            problems.append(
+                f"{EQUIVALENT_FILE.name}: the entry {m.id!r} was judged on the change\n"
+                + "".join(f"    {line}\n" for line in entry.judged_on)
+                + "but that id now names the change\n"
+                + "".join(f"    {line}\n" for line in now)
+                + "(the code changed, and mutant ids are positional): re-judge it: if the new "
+                "mutant is equivalent too, give the entry its why and judged_on (python "
+                f"tools/mutation.py --mutant '{m.id}' --pin prints them), else remove the entry"
+            )
+    return problems
+
+
+def pin(mutant: Mutant, original: str, why: str) -> str:
+    """An entry of the equivalents file for ``mutant`` (YAML)."""
+    lines = [f"{json.dumps(mutant.id)}:", f"  why: {json.dumps(why)}", "  judged_on:"]
+    lines += [f"    - {_yaml_string(line)}" for line in judged_text(original, mutant)]
+    return "\n".join(lines)
+
+
+def _yaml_string(text: str) -> str:
+    """``text`` as a YAML scalar: single-quoted (only ``'`` is escaped, doubled) when it is
+    printable, else double-quoted."""
+    if text.isprintable():
+        return "'" + text.replace("'", "''") + "'"
+    return json.dumps(text)
 
 
 def diff(original: str, mutant: Mutant) -> str:
@@ -1528,6 +1656,9 @@ def main(argv=None) -> int:
     parser.add_argument("--report-dir", default="mutation-report",
                         help="where the reports and the control run's cache go")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--pin", action="store_true",
+                        help="print an entry of tools/mutation_equivalent.yaml for each selected "
+                        "mutant (its change, and its reason when it is listed) and stop")  # fmt: skip
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs takes a positive number")
@@ -1577,6 +1708,15 @@ def _main(args) -> int:
         if unknown:
             raise MutationError(f"no mutant {unknown[0]!r} (see --list)")
         mutants = [m for m in everything if m.id in args.mutant]
+    sources = {f: (package_dir / f).read_text() for f in {m.file for m in everything}}
+    if args.pin:
+        for m in mutants:
+            why = equivalent[m.id].why if m.id in equivalent else "WHY IT CANNOT CHANGE BEHAVIOUR"
+            print(pin(m, sources[m.file], why))
+        return 0
+    drifted = drifted_equivalents(equivalent, everything, sources)
+    if drifted:
+        raise MutationError("\n".join(drifted))
     if args.list:
         for m in mutants:
             mark = "  (equivalent)" if m.id in equivalent else ""
@@ -1616,7 +1756,7 @@ def _main(args) -> int:
             def tasks():
                 for i, m in enumerate(mutants):
                     if m.id in equivalent:
-                        yield i, _equivalent(m, equivalent[m.id])
+                        yield i, _equivalent(m, equivalent[m.id].why)
                     else:
                         yield i, run_mutant(ws, control, m, plan[m.id], args.coverage,
                                             originals[m.file], args.max_cases, args.cold)  # fmt: skip

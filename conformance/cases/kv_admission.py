@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from fixtures.generators import RUN_CASES
 
 from .. import goldens
-from .mutations import Mutation, Set
+from .mutations import Delete, Mutation, Set
 
 FEATURE = "kv_admission"
 OPTION = "kv_budget_bytes"
@@ -51,6 +53,8 @@ class AdmissionCase:
     notes: str
     formula: bool = False  # the package's run cases give a formula for its results
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # A valid variant of the package to load instead of the package itself (its mutation).
+    variant: Mutation | None = None
 
 
 def _request(prompt, new, session=None) -> dict:
@@ -61,6 +65,28 @@ def _request(prompt, new, session=None) -> dict:
 
 
 TWO_ROWS = [[3, 1, 4], [2, 7, 1]]
+NINE_TOKENS = [[3, 1, 4, 1, 5, 9, 2, 6, 5], [2, 7, 1, 8, 2, 8, 1, 8, 2]]
+
+# arithmetic_decoder with its KV cell's axis 1 the symbol `num_end`, which the application
+# input `end_ids` ([num_end]) binds: the cell is declared to hold one [S, 2] plane per end id
+# a request passes (one by default), so the KV it needs grows with the request's end ids.
+KV_AXIS_BOUND_BY_AN_INPUT = Mutation(
+    "",
+    "arithmetic_decoder",
+    (Set(("pipeline", "workflow", "state", "cache", "contract", "shape", 1), "num_end"),),
+    "pipeline.workflow.state.cache",
+    "kv_axis_bound_by_end_ids",
+)
+# arithmetic_decoder with its KV cell's request axis the symbol `slots`, which no input
+# declares: the request axis is sized by the request's rows (docs/runtime.md, "KV admission").
+KV_REQUEST_AXIS_OF_ITS_OWN = Mutation(
+    "",
+    "arithmetic_decoder",
+    (Set(("pipeline", "workflow", "state", "cache", "contract", "shape", 0), "slots"),),
+    "pipeline.workflow.state.cache",
+    "kv_request_axis_of_its_own",
+)
+TWO_END_IDS = {"end_ids": np.array([15, 14], dtype=np.int64)}
 
 CASES = (
     AdmissionCase(
@@ -73,10 +99,60 @@ CASES = (
             _request([[3, 1, 4]], 10),  # one row, more tokens: fits
             _request([*TWO_ROWS, [1, 1, 1]], 6),  # a third row does not
             _request(TWO_ROWS, 5),
+            _request(NINE_TOKENS, 0),  # 9 prompt tokens and none new: exactly the budget
         ),
         refused=(1, 3),
         notes=f"budget {arithmetic_bytes(2, 9)} bytes: 2 rows x (3 + 6) positions x 8 bytes "
-        "fit exactly; one more position or one more row does not",
+        "fit exactly; one more position or one more row does not; 2 rows of 9 prompt tokens "
+        "and max_new_tokens 0 fit exactly (no new position is counted)",
+        formula=True,
+    ),
+    AdmissionCase(
+        id="arithmetic_decoder/kv_axis_bound_by_an_input",
+        package="arithmetic_decoder",
+        budget=arithmetic_bytes(2, 3 + 6),
+        requests=(
+            _request(TWO_ROWS, 6),  # one end id: [2, 1, 9, 2], exactly the budget
+            {**_request(TWO_ROWS, 6), "inputs": TWO_END_IDS},  # two: [2, 2, 9, 2]
+            _request(TWO_ROWS, 7),
+            _request([[3, 1, 4]], 10),
+        ),
+        refused=(1, 2),
+        notes=f"the KV cell is [batch, num_end, S, 2], num_end bound by the input end_ids: "
+        f"budget {arithmetic_bytes(2, 9)} bytes holds 2 rows x 1 end id x 9 positions; 2 "
+        "end ids double it (refused before anything runs: the graph's cache has one plane, "
+        "so such a request could not run either), as 10 positions overflow it",
+        variant=KV_AXIS_BOUND_BY_AN_INPUT,
+    ),
+    AdmissionCase(
+        id="arithmetic_decoder/request_axis_no_input_declares",
+        package="arithmetic_decoder",
+        budget=arithmetic_bytes(2, 3 + 6),
+        requests=(
+            _request(TWO_ROWS, 6),  # [2, 1, 9, 2]: exactly the budget
+            _request([*TWO_ROWS, [1, 1, 1]], 6),  # a third row does not fit
+            _request([[3, 1, 4]], 10),
+            _request(TWO_ROWS, 7),
+        ),
+        refused=(1, 3),
+        notes="the KV cell is [slots, 1, S, 2], `slots` a symbol no input declares on the "
+        "cell's request axis: it counts the request's rows, as `batch` does",
+        formula=True,
+        variant=KV_REQUEST_AXIS_OF_ITS_OWN,
+    ),
+    AdmissionCase(
+        id="counting_loop/zero_budget_without_kv",
+        package="counting_loop",
+        budget=0,
+        requests=tuple(
+            request
+            for case in RUN_CASES
+            if case.id == "counting_loop/rows_finish_at_different_times"
+            for request in case.requests
+        ),
+        refused=(),
+        notes="the package has no service-group state: every request needs 0 bytes of KV, "
+        "which a budget of 0 admits",
         formula=True,
     ),
     AdmissionCase(
@@ -110,6 +186,19 @@ UNBOUNDED_KV = Mutation(
     "pipeline.workflow.state.cache",
     "unbounded_kv",
 )
+
+
+# A valid package whose KV cell declares a rank but no shape: it runs without a budget, and
+# refuses one (H114).
+SHAPELESS_KV = Mutation(
+    "H114",
+    "arithmetic_decoder",
+    (Delete(("pipeline", "workflow", "state", "cache", "contract", "shape")),),
+    "pipeline.workflow.state.cache",
+    "kv_cell_without_shape",
+)
+# Every package whose KV cannot be bounded, each a fail-closed case.
+UNBOUNDABLE = (UNBOUNDED_KV, SHAPELESS_KV)
 
 
 def formula(package: str):

@@ -73,7 +73,6 @@ class KvEstimator:
     ``speculative`` section, if any)."""
 
     def __init__(self, workflow, speculative=None):
-        self.workflow = workflow
         # the cells a speculative block verifies into and rolls back: K + 1 positions a step
         self.speculative_width = speculative.max_proposal_width if speculative else None
         self.speculative_cells = set()

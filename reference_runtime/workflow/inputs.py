@@ -146,12 +146,8 @@ def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
 
 
 def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
-    if isinstance(prompt, str):
-        raise _request_error(
-            f"a text prompt was given but input {name!r} takes token ids and this package "
-            "ships no tokenizer the runtime can apply",
-            "Pass token ids: a list of rows, e.g. prompt=[[1, 2, 3]].",
-        )
+    """The prompt (token rows as ``requests.PromptPreparer.prepare`` leaves them: text already
+    encoded or refused) as the prompt input's array."""
     if isinstance(prompt, np.ndarray):
         array = prompt
         if array.dtype.kind not in "iu":
@@ -184,15 +180,14 @@ def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
 
 
 def _longest_row(prompt) -> int:
-    """The token count of the longest row of a prompt (0 when there is none)."""
+    """The token count of the longest row of a prompt (0 when there is none): token rows as
+    ``requests.PromptPreparer.check`` leaves them (a list of rows, or an array), or text (whose
+    length only matters as not None: ``InputBinder.unbound``)."""
     if prompt is None:
         return 0
     if isinstance(prompt, np.ndarray):
         return int(prompt.shape[-1]) if prompt.ndim else 0
-    rows = list(prompt)
-    if rows and not isinstance(rows[0], list | tuple | np.ndarray):
-        return len(rows)
-    return max((len(row) for row in rows), default=0)
+    return max((len(row) for row in prompt), default=0)
 
 
 def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) -> np.ndarray:
@@ -221,7 +216,6 @@ def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) 
 
 class InputBinder:
     def __init__(self, metadata: Metadata, dynamic: frozenset[str], check_tokens=None):
-        self.md = metadata
         # check_tokens(name as supplied, array): refuses token ids a prompt input supplied
         # through `inputs` may not hold (the engine's vocabulary check)
         self.check_tokens = check_tokens
