@@ -1,9 +1,7 @@
 """The ONNX Runtime executor: one InferenceSession per component, created once at load.
 
-Each session computes on one intra-op thread: engines (and test workers) sharing a small
-machine then do not contend through spinning thread pools, and a decode step's fixed cost is
-lower (``tools/bench_peers.py`` measured both the tiny and the realistic decoder faster this
-way on two busy cores; docs/runtime.md, "Speed").
+Sessions keep ONNX Runtime's default intra-op thread pool (docs/runtime.md, "Speed", gives
+what one thread instead does to a decode step on a quiet and on a busy machine).
 
 Sessions are created on the requested provider alone, with the Python wrapper's
 retry-on-another-provider off from the start (``enable_fallback=0``): a session that cannot be
@@ -52,7 +50,6 @@ class OrtExecutor:
     def load(self, component: str, artifact: Path) -> OrtSession:
         options = ort.SessionOptions()
         options.log_severity_level = 4  # fatal only: the errors are ours to report
-        options.intra_op_num_threads = 1  # see the module docstring
         try:
             if artifact.name.endswith(".textproto"):
                 source = load_model(artifact, external_data=True).SerializeToString()
