@@ -76,13 +76,9 @@ class Engine:
         self.compiled = compiled
         self.kv_budget_bytes = check_budget(kv_budget_bytes)
         self._kv = KvEstimator(workflow, package.metadata.speculative)
-        if self.kv_budget_bytes is not None and self._kv.problems:
-            raise UsageError(
-                "this package's KV cannot be bounded before a request runs, so a KV budget "
-                f"cannot be enforced: {'; '.join(self._kv.problems)}",
-                code="H114",
-                hint="Load the package without kv_budget_bytes, or declare what bounds its KV "
-                '(docs/runtime.md, "KV admission").',
+        if self.kv_budget_bytes is not None:
+            self._boundable(
+                "a KV budget cannot be enforced", "Load the package without kv_budget_bytes"
             )
         self.provenance = package.provenance  # "authored" or "lowered"
         self._counters = counters
@@ -419,11 +415,22 @@ class Engine:
         """The KV bytes ``run`` with these arguments would need (docs/runtime.md, "KV
         admission"): the figure admission compares with the budget, computed without running
         anything (a session turn counts the session's stored conversation)."""
+        self._boundable("no figure bounds it", "Run it without asking for its KV bytes")
         prompt, inputs, keywords = self._checked(prompt, inputs, keywords, API)
         keywords.pop("stop_on_eos", None)
         prompt, inputs, _ = self._prompts.prepare(prompt, inputs, session_id)
         request = Request(prompt=prompt, inputs=inputs, session_id=session_id, **keywords)
         return self._kv.needed(self._binder.bind(request))[0]
+
+    def _boundable(self, consequence: str, fix: str) -> None:
+        """Refuse (``H114``) what needs a bound of the KV of a package whose KV has none."""
+        if self._kv.problems:
+            raise UsageError(
+                f"this package's KV cannot be bounded before a request runs, so {consequence}: "
+                f"{'; '.join(self._kv.problems)}",
+                code="H114",
+                hint=f'{fix}, or declare what bounds its KV (docs/runtime.md, "KV admission").',
+            )
 
     def _admit(self, bound, session_id) -> None:
         """Refuse (``H113``) a request whose KV does not fit the engine's budget; nothing has

@@ -67,6 +67,10 @@ def test_unboundable_kv_refuses_a_budget_but_runs_without_one(tmp_path):
         Engine.from_dir(root, kv_budget_bytes=10**9)
     assert refused.value.code == "H114"
     assert "'cache'" in refused.value.message and "'heads'" in refused.value.message
+    # nor is a figure given for it (one without the unbounded cells would undercount)
+    with pytest.raises(UsageError) as asked:
+        Engine.from_dir(root).kv_bytes_needed([[3, 1, 4]], max_new_tokens=2)
+    assert asked.value.code == "H114" and "'cache'" in asked.value.message
 
 
 def test_no_budget_admits_without_counting():
