@@ -14,9 +14,10 @@ biased down, so greedy decoding never stops early and every runner decodes every
 Workloads: ``short`` decodes ``--new-tokens`` tokens after an 8-token prompt; ``long`` (the
 realistic model only) decodes them after a ``--long-position``-token prompt, so the cost per
 token at that position is visible. Per-token decode time is measured apart from the prompt: a
-round times ``N+1`` new tokens and 1 new token and takes the difference over ``N`` (the prefill
-cancels out). Rounds interleave the runners (each round runs every runner once, in rotating
-order); figures are medians over the rounds. Every runner's tokens must equal the first
+round times ``N+1`` new tokens, and 1 new token before and after it, and takes the difference
+from the mean of the two over ``N`` (the prefill cancels out; at a long position its noise is
+what remains, averaged over two timings). Rounds interleave the runners (each round runs every
+runner once, in rotating order); figures are medians over the rounds. Every runner's tokens must equal the first
 runner's: a runner that differs is reported as a mismatch, not timed. A peer that is not
 installed (or whose library does not load) is skipped with the reason.
 
@@ -150,6 +151,9 @@ def measure(generators: dict, prompt: list[int], new: int, rounds: int, log) -> 
             start = time.perf_counter()
             decoded = len(generate(prompt, new + 1)) - 1  # fewer when a row ends early
             many = time.perf_counter() - start
+            start = time.perf_counter()
+            generate(prompt, 1)  # the prompt's time again, after: its noise averages out
+            one = (one + time.perf_counter() - start) / 2
             per_token[name].append(max(many - one, 1e-9) / max(decoded, 1))
             first[name].append(one)
         log(f"  round {r + 1}/{rounds}")
