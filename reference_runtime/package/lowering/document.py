@@ -45,6 +45,26 @@ def _request(contract: dict, role: str, default=None) -> dict:
     return out
 
 
+def request_inputs(abi: DecoderABI) -> dict:
+    """The inputs every lowered decoder takes from a request: its prompt rows (left-aligned),
+    each row's length (-1: the whole row) and the new-token bound."""
+    return {
+        "request.prompt_tokens": _request(
+            _contract("int64", "batch", "prompt_sequence"), "prompt_tokens"
+        ),
+        "request.prompt_lengths": {
+            "contract": _contract("int64", "batch"),
+            "role": {"kind": "opaque"},
+            "source": {"kind": "application", "name": "prompt_lengths"},
+            "required": False,
+            "default": -1,
+        },
+        "request.max_new_tokens": _request(
+            _contract("int64", 1, aligned=False), "max_output_tokens", default_max_new_tokens(abi)
+        ),
+    }
+
+
 def _literal(contract: dict, value) -> dict:
     return {
         "contract": contract,
@@ -189,17 +209,7 @@ def lower_abi(abi: DecoderABI) -> dict:
     # top_k, top_p, max_length), then these inputs' own defaults: the values sampling uses
     # when nothing narrows it (temperature 1, no top-k/top-p/min-p filter).
     inputs = {
-        "request.prompt_tokens": _request(
-            batch("int64", "batch", "prompt_sequence"), "prompt_tokens"
-        ),
-        "request.prompt_lengths": {
-            "contract": batch("int64", "batch"),
-            "role": {"kind": "opaque"},
-            "source": {"kind": "application", "name": "prompt_lengths"},
-            "required": False,
-            "default": -1,
-        },
-        "request.max_new_tokens": _request(one, "max_output_tokens", default_max_new_tokens(abi)),
+        **request_inputs(abi),
         "request.temperature": _request(batch("float32", "batch"), "sampling_temperature", 1.0),
         "request.top_k": _request(batch("int64", "batch"), "sampling_top_k", 0),
         "request.top_p": _request(batch("float32", "batch"), "sampling_top_p", 1.0),

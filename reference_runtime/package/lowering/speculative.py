@@ -35,8 +35,7 @@ from .document import (
     _cell,
     _contract,
     _literal,
-    _request,
-    default_max_new_tokens,
+    request_inputs,
 )
 
 # the folder name under which the lowered document names the draft's files
@@ -186,19 +185,7 @@ def lower_with_draft(target: DecoderABI, draft: DecoderABI) -> dict:
     # ------------------------------------------------------------- inputs and outputs
     end_ids = list(target.eos_token_ids)
     inputs = {
-        "request.prompt_tokens": _request(
-            rows("int64", "batch", "prompt_sequence"), "prompt_tokens"
-        ),
-        "request.prompt_lengths": {
-            "contract": rows("int64", "batch"),
-            "role": {"kind": "opaque"},
-            "source": {"kind": "application", "name": "prompt_lengths"},
-            "required": False,
-            "default": -1,
-        },
-        "request.max_new_tokens": _request(
-            one, "max_output_tokens", default_max_new_tokens(target)
-        ),
+        **request_inputs(target),
         "request.proposal_width": {
             "contract": one,
             "role": {"kind": "opaque"},
