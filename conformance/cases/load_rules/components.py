@@ -10,6 +10,8 @@ from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
 LOOP = ("pipeline", "workflow", "steps", 0)  # the lowered decode loop
+SERVED_KV = ("pipeline", "workflow", "serving", "state_service", "groups", "decoder_cache", "ports",
+             "decoder")  # fmt: skip
 
 WF = ("pipeline", "workflow")
 COMP = (*WF, "components")
@@ -292,6 +294,52 @@ MUTATIONS = (
                                         *(Delete((*LOOP, *at, "inputs", "lengths"))
                                           for at in (("setup", 0), ("steps", 2)))),
              "pipeline.workflow.components.decoder.ports.inputs", "decode port missing"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "padding"), "center"),),
+             "pipeline.workflow.components.decoder.contract.parameters.padding",
+             "padding neither left nor right"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "token_input"), 5),),
+             "pipeline.workflow.components.decoder.contract.parameters.token_input",
+             "token input not a graph name"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "token_input"), "ids"),),
+             "pipeline.workflow.components.decoder.contract.parameters",
+             "decoder graph has no such token input"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "attention_mask_input"), "mask"),),
+             "pipeline.workflow.components.decoder.contract.parameters",
+             "decoder graph has no such attention mask input"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "contract", "parameters", "position_ids_input"), "positions"),),
+             "pipeline.workflow.components.decoder.contract.parameters",
+             "decoder graph has no such position input"),
+    Mutation("C92", "lowered_decoder", (WriteFile("model.onnx", b"not a graph"),),
+             "pipeline.workflow.components.decoder.contract.parameters.artifact",
+             "decoder artifact unreadable"),
+    Mutation("C92", "lowered_decoder",
+             (Rename((*DECODER, "ports", "inputs", "past_key_values.0.key"), "past_key"),
+              Rename((*LOOP, "steps", 2, "inputs", "past_key_values.0.key"), "past_key"),
+              Set((*SERVED_KV, "kv_0", "input"), "past_key")),
+             "pipeline.workflow.components.decoder.ports.inputs.past_key",
+             "KV input port the graph lacks"),
+    Mutation("C92", "lowered_decoder",
+             (Rename((*DECODER, "ports", "outputs", "present.0.key"), "present_key"),
+              *(Rename((*LOOP, *at, "outputs", "present.0.key"), "present_key")
+                for at in (("setup", 0), ("steps", 2))),
+              Set((*SERVED_KV, "kv_0", "output"), "present_key")),
+             "pipeline.workflow.components.decoder.ports.outputs.present_key",
+             "KV output port the graph lacks"),
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "ports", "inputs", "past_extra"),
+                  {"dtype": "float32", "rank": 4, "optional": True}),),
+             "pipeline.workflow.components.decoder.ports.outputs",
+             "KV ports that do not pair up"),
+    Mutation("C92", "lowered_decoder",
+             (Delete((*DECODER, "ports", "inputs", "max_new_tokens")),
+              Delete((*LOOP, "setup", 0, "inputs", "max_new_tokens"))),
+             "pipeline.workflow.components.decoder.ports.inputs",
+             "capacity output without the max_new_tokens input"),
     # ---------------------------------------------------------------- C120/C121 continuous batch
     Mutation("C120", "lowered_decoder",
              (Insert((*LOOP, "steps"), 4,
