@@ -3,7 +3,8 @@
 A :class:`Case` knows how to build its package in a folder, the features it needs, and how to
 judge a runtime on it. Suites:
 
-- ``acceptance``: every valid generated package loads;
+- ``acceptance``: every valid generated package loads, as does every valid edit of one
+  (``load_rules`` ``VARIANTS``: a value at its limit, an optional spelling the format allows);
 - ``fail_closed``: every mutation in ``load_rules`` (one or more per load-time rule code) is
   refused with its rule's code at load, or at run time before any output is published; never
   run silently. Its ``fail_closed/run/<run case>`` cases are the run cases expecting a refusal
@@ -66,7 +67,7 @@ from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
 from ..protocol import Refused, Runtime, Unsupported
 from . import batching, kv_admission, sampling
-from .load_rules import BASES, MUTATIONS
+from .load_rules import BASES, MUTATIONS, VARIANTS
 from .mutations import load_document
 from .run_cases import (
     aligned_outputs,
@@ -901,6 +902,17 @@ def catalogue() -> list[Case]:
                 features=features[base],
                 expected="the valid package loads",
                 build=_copy_base(base),
+                judge=_judge_accept,
+            )
+        )
+    for variant in VARIANTS:
+        cases.append(
+            Case(
+                id=f"acceptance/{variant.ident}",
+                suite="acceptance",
+                features=features[variant.base],
+                expected=f"the valid package loads: {variant.describe()}",
+                build=variant.materialise,
                 judge=_judge_accept,
             )
         )

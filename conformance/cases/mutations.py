@@ -206,23 +206,49 @@ class Mutation:
 
     def materialise(self, dest: Path) -> Path:
         """Copy the base package into ``dest`` and apply the mutation. Returns the folder."""
-        root = dest / self.base
-        shutil.copytree(package_path(self.base), root, symlinks=True)
-        metadata = find_metadata(root)
-        doc_ops = [op for op in self.ops if hasattr(op, "apply")]
-        text_ops = [op for op in self.ops if hasattr(op, "apply_text")]
-        file_ops = [op for op in self.ops if hasattr(op, "apply_files")]
-        if doc_ops:
-            # through JSON to break YAML alias sharing: an edit changes one spot only
-            doc = json.loads(json.dumps(parse_metadata(metadata)))
-            for op in doc_ops:
-                op.apply(doc)
-            metadata.write_bytes(dump_document(doc, metadata.name))
-        for op in text_ops:
-            metadata.write_text(op.apply_text(metadata.read_text()))
-        for op in file_ops:
-            op.apply_files(root)
-        return root
+        return _edit_copy(self.base, self.ops, dest)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A valid edit of a base package: the package must still load (an ``acceptance`` case).
+    Variants pin the edge of a rule from the valid side (a value at its limit, an optional key
+    present, a spelling the format allows), where a mutation pins it from the refused side."""
+
+    base: str  # fixtures/packages/<base>
+    ops: tuple
+    note: str  # what the variant changes, in words (its case id)
+
+    @property
+    def ident(self) -> str:
+        return f"{self.base}-{self.note}".replace(" ", "_")
+
+    def describe(self) -> str:
+        return "; ".join(op.describe() for op in self.ops)
+
+    def materialise(self, dest: Path) -> Path:
+        """Copy the base package into ``dest`` and apply the edit. Returns the folder."""
+        return _edit_copy(self.base, self.ops, dest)
+
+
+def _edit_copy(base: str, ops: tuple, dest: Path) -> Path:
+    root = dest / base
+    shutil.copytree(package_path(base), root, symlinks=True)
+    metadata = find_metadata(root)
+    doc_ops = [op for op in ops if hasattr(op, "apply")]
+    text_ops = [op for op in ops if hasattr(op, "apply_text")]
+    file_ops = [op for op in ops if hasattr(op, "apply_files")]
+    if doc_ops:
+        # through JSON to break YAML alias sharing: an edit changes one spot only
+        doc = json.loads(json.dumps(parse_metadata(metadata)))
+        for op in doc_ops:
+            op.apply(doc)
+        metadata.write_bytes(dump_document(doc, metadata.name))
+    for op in text_ops:
+        metadata.write_text(op.apply_text(metadata.read_text()))
+    for op in file_ops:
+        op.apply_files(root)
+    return root
 
 
 def load_document(base: str) -> dict:

@@ -1,5 +1,6 @@
 """Load-time refusals: for every rule code, mutations of valid packages that must be refused
-with exactly that code, at the mutated spot.
+with exactly that code, at the mutated spot; and valid edits of them (``VARIANTS``) that must
+still load.
 
 One module per rule family, named after the runtime module that holds the family's rules
 (``reference_runtime/package/rules/<name>.py``; family A's are the parser's and structure
@@ -39,6 +40,12 @@ MUTATIONS = (
     *speculative.MUTATIONS,  # F
     *adapters.MUTATIONS,  # G
     *admission.MUTATIONS,  # H
+)
+# Valid edits of the bases (each an acceptance case): a module may list them as ``VARIANTS``.
+VARIANTS = tuple(
+    variant
+    for module in (parsing, inputs, components, steps, state, speculative, adapters, admission)
+    for variant in getattr(module, "VARIANTS", ())
 )
 # Valid packages: each is an acceptance case, and the mutations edit copies of them.
 BASES = (
