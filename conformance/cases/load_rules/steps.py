@@ -4,7 +4,7 @@ ports, value visibility, loops, branches and phis, session cells, emits. Mirrors
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Rename, Set
+from ..mutations import Delete, Insert, Mutation, Rename, Set, Variant
 
 WF = ("pipeline", "workflow")
 S = (*WF, "steps")
@@ -180,6 +180,18 @@ MUTATIONS = (
              (Set((*LOOP, "iteration", "contract"), {"dtype": "int64", "rank": 1,
                                                        "shape": [1, 1]}),),
              "pipeline.workflow.steps[0].iteration.contract.shape", "iteration shape vs rank"),
+    Mutation("D31", "kv_decoder",
+             (Set((*LOOP, "iteration", "contract"),
+                  {"dtype": "int64", "rank": 0, "shape": [],
+                   "batch_layout": {"kind": "request_aligned", "axis": 0}}),),
+             "pipeline.workflow.steps[0].iteration.contract.batch_layout.axis",
+             "scalar iteration with a request axis"),
+    Mutation("D31", "kv_decoder",
+             (Set((*LOOP, "iteration", "contract"),
+                  {"dtype": "int64", "rank": 1, "shape": ["batch"],
+                   "batch_layout": {"kind": "request_aligned", "axis": 1}}),),
+             "pipeline.workflow.steps[0].iteration.contract.batch_layout.axis",
+             "iteration request axis beyond its rank"),
     # ------------------------------------------------------------------ D32
     Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "body.active"),),
              "pipeline.workflow.steps[0].continue_when", "continue_when from the body"),
@@ -349,4 +361,13 @@ MUTATIONS = (
     Mutation("D39", "events_and_appends",
              (Set((*WF, "outputs", "latest", "contract", "shape"), ["batch", 3]),),
              "pipeline.workflow.steps[0].steps[2].value", "emit of a fixed extent unlike the output"),
+)  # fmt: skip
+
+VARIANTS = (
+    # D31 from the valid side: a rank-1 iteration value may be request-aligned on its axis 0
+    Variant("kv_decoder",
+            (Set((*LOOP, "iteration", "contract"),
+                 {"dtype": "int64", "rank": 1, "shape": ["batch"],
+                  "batch_layout": {"kind": "request_aligned", "axis": 0}}),),
+            "per-row iteration on its request axis 0"),
 )  # fmt: skip

@@ -384,8 +384,9 @@ RULE_LIST: tuple[Rule, ...] = (
     _r(
         "D31",
         "bad-iteration",
-        "An `iteration` contract that is not int64, has rank > 1, or "
-        "whose shape does not match its rank.",
+        "An `iteration` contract that is not int64, has rank > 1, "
+        "whose shape does not match its rank, or whose batch-layout axis is at or beyond "
+        "its rank.",
         "Declare the iteration value as int64 `[]`, `[1]` or `[batch]`.",
         upstream=(
             "validate_workflow_node: {}.iteration must declare int64 rank 0 or rank 1, got {} rank {}",

@@ -225,6 +225,12 @@ def _define_iteration(walk: Walk, step: LoopStep, body: Scope, path: DocPath) ->
         )
     if c.rank == 1 and c.shape is None:
         ctx.add("D31", cpath, "a rank-1 iteration value needs a shape ([1] or [batch])")
+    if c.request_axis is not None and c.request_axis >= c.rank:
+        ctx.add(
+            "D31",
+            (*cpath, "batch_layout", "axis"),
+            f"the iteration's batch layout axis {c.request_axis} is beyond its rank {c.rank}",
+        )
     value = Def(it.value, VType.of_contract(c), (*path, "iteration", "value"), "iteration")
     walk.names.define(body, value)
 
