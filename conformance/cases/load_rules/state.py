@@ -250,10 +250,6 @@ MUTATIONS = (
                   {"kind": "growing", "axis": 1, "increment": "package.one",
                    "max": "package.capacity"}),),
              "pipeline.workflow.state.keys.recurrence", "growing scatter buffer"),
-    # E50: a serving contract without state groups
-    Mutation("E50", "kv_decoder",
-             (Set((*SV, "state_service", "groups"), {}), Delete((*ST, "kv", "service_group"))),
-             "pipeline.workflow.serving.state_service.groups", "serving without state groups"),
     # E51: logical lengths must be semantic state
     Mutation("E51", "kv_decoder",
              (Set((*ST, "lengths", "class"), "advisory"),

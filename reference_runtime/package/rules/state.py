@@ -159,8 +159,6 @@ def check_continuation(ctx: Ctx, name: str, cell) -> None:
     cont = cell.session.continuation
     path = (*STATE, name, "session", "continuation")
     problems = []
-    if cell.scope != "session":
-        problems.append("the cell must be `scope: session`")
     if cell.class_ != "semantic":
         problems.append("the cell must be `class: semantic`")
     if cell.management != "runtime":
