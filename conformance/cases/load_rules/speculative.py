@@ -3,7 +3,7 @@ Mirrors ``reference_runtime/package/rules/speculative.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Set
+from ..mutations import Delete, Insert, Mutation, Set, Variant
 
 SP = ("speculative",)
 PE = (*SP, "proposal_execution")
@@ -143,4 +143,27 @@ MUTATIONS = (
               Set((*GR, "draft_cache", "update"), {"kind": "replace"}),
               Set(("pipeline", "workflow", "state", "draft_kv_0", "recurrence"), {"kind": "invariant"})),
              f"{GRP}.draft_cache.sequence_axis", "token-id proposer cache without a sequence axis"),
+)  # fmt: skip
+
+# A telemetry adapter like the loop's timer, with an effect no speculation may run: invoked
+# only after the speculative loop, it is outside the speculative region.
+TIMER_AFTER = {
+    "implementation": {"kind": "adapter", "abi": "onnx-genai.telemetry", "version": "1"},
+    "ports": {"inputs": {}, "outputs": {"timestamp": {"dtype": "int64", "rank": 0}}},
+    "contract": {"id": "onnx-genai.telemetry", "version": "1",
+                 "bindings": {"timestamp": "timestamp"}, "parameters": {"action": "start"}},
+    "effects": ["audit"],
+}  # fmt: skip
+
+VARIANTS = (
+    # F61 from the valid side: a component with an unsafe effect invoked after the loop that
+    # holds proposer and target is no part of the speculative region
+    Variant("speculative",
+            (Set(("pipeline", "workflow", "components", "stamp"), TIMER_AFTER),
+             Set(("pipeline", "workflow", "effects", "audit"),
+                 {"retry": "idempotent", "speculation_safety": {"kind": "none"}}),
+             Insert(("pipeline", "workflow", "steps"), 1,
+                    {"kind": "invoke", "component": "stamp", "inputs": {},
+                     "outputs": {"timestamp": "timing.end"}})),
+            "unsafe effect invoked after the speculative loop"),
 )  # fmt: skip

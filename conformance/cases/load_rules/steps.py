@@ -57,6 +57,17 @@ SESSION_LOOP = {
     "carried": [{"cell": "turn_count", "next": "turn.next"}],
 }
 SESSION_TAIL = _sequence(SESSION_LOOP, _emit("turn_count", "turns"))
+# An optional per-row flag for kv_decoder, guarded by its presence flag request.has_stop (read
+# anywhere outside a branch on that flag, it is B13).
+STOP_INPUT = {
+    "contract": {"dtype": "bool", "rank": 1, "shape": ["batch"],
+                 "batch_layout": {"kind": "request_aligned", "axis": 0}},
+    "role": {"kind": "opaque"},
+    "source": {"kind": "application", "name": "stop"},
+    "required": False,
+    "present_as": "request.has_stop",
+}  # fmt: skip
+WITH_STOP = Set((*WF, "inputs", "request.stop"), STOP_INPUT)
 
 MUTATIONS = (
     # ------------------------------------------------------------------ D26
@@ -192,6 +203,30 @@ MUTATIONS = (
                    "batch_layout": {"kind": "request_aligned", "axis": 1}}),),
              "pipeline.workflow.steps[0].iteration.contract.batch_layout.axis",
              "iteration request axis beyond its rank"),
+    # ------------------------------------------------------------------ B13 through a loop
+    # Every value a loop reads is read like any other: an optional input outside a branch on
+    # its presence flag is B13 as a loop's predicate, a cell's initializer, initial or next value.
+    Mutation("B13", "kv_decoder", (WITH_STOP, Set((*LOOP, "continue_when"), "request.stop")),
+             "pipeline.workflow.steps[0].continue_when", "loop predicate is an optional input"),
+    Mutation("B13", "kv_decoder",
+             (WITH_STOP, Set((*STATE, "done", "initializer"), "request.stop")),
+             "pipeline.workflow.state.done.initializer", "cell initializer is an optional input"),
+    Mutation("B13", "kv_decoder", (WITH_STOP, Set((*LOOP, "carried", 3, "initial"), "request.stop")),
+             "pipeline.workflow.steps[0].carried[3].initial", "carried initial is an optional input"),
+    Mutation("B13", "kv_decoder", (WITH_STOP, Set((*LOOP, "carried", 3, "next"), "request.stop")),
+             "pipeline.workflow.steps[0].carried[3].next", "carried next is an optional input"),
+    # ------------------------------------------------------------------ H72 from loops
+    # What a loop uses derives manifest capabilities: a loop alone needs nested_control_flow
+    # (counting_loop has no branch), carrying a cell alone needs linear_effects (session_counter
+    # emits only after its loop).
+    Mutation("H72", "counting_loop",
+             (Set((*WF, "manifest", "capabilities"),
+                  ["workflow_ssa", "linear_effects", "typed_emit"]),),
+             "pipeline.workflow.manifest.capabilities", "loop without nested_control_flow"),
+    Mutation("H72", "session_counter",
+             (Set((*WF, "manifest", "capabilities"),
+                  ["workflow_ssa", "nested_control_flow", "typed_emit", "session_state_lease"]),),
+             "pipeline.workflow.manifest.capabilities", "carried cell without linear_effects"),
     # ------------------------------------------------------------------ D32
     Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "body.active"),),
              "pipeline.workflow.steps[0].continue_when", "continue_when from the body"),
