@@ -60,6 +60,11 @@ def _json_x(value: str) -> ReplaceText:
     return ReplaceText(_JSON_TOP, f'{_JSON_TOP}  "x": {value},\n')
 
 
+# An anchored list whose number sits 40 levels below it (41 below the top, as x's value).
+_ANCHORED = "&a " + _nested(41)
+# With `y: [*b]`, kv_decoder's document then counts 1,249 + 4 + 2 * 49,373 + 1 = 100,000
+# nodes, its aliases expanded (50,627 as written).
+_ANCHORED_LIST = "&b [" + ", ".join(["1"] * 49_373) + "]"
 _DIGITS_1000 = int("9" * 1000)
 _DIGITS_1001 = int("1" + "0" * 1000)
 _STRING = "a" * 2**20
@@ -138,7 +143,17 @@ MUTATIONS = (
     Mutation("A100", "kv_decoder",
              (AsJson(), _json_x(_nested(65) + ',\n  "y": [' + "1, " * 100_001 + "1]")),
              "<document>", "a number 65 levels deep before too many nodes in JSON"),
+    # an anchored list of 49,373 numbers used again through an alias: 100,000 nodes in all
+    Mutation("A01", "kv_decoder", (_yaml_x(f"{_ANCHORED_LIST}\ny: [*b]"),),
+             "x", "unknown keys holding 100,000 nodes once an alias is expanded"),
+    Mutation("A99", "kv_decoder", (_yaml_x(f"{_ANCHORED_LIST}\ny: [*b, 1]"),),
+             "<document>", "100,001 nodes once an alias is expanded"),
+    # an alias puts its anchor's 40 levels 25 levels down: 65 deep once expanded
+    Mutation("A100", "kv_decoder", (_yaml_x(_ANCHORED + "\ny: " + "[" * 24 + "*a" + "]" * 24),),
+             "<document>", "an alias expanding 65 levels deep"),
     # 64 levels is within the limit: the document is refused for its unknown key alone
+    Mutation("A01", "kv_decoder", (_yaml_x(_ANCHORED + "\ny: " + "[" * 23 + "*a" + "]" * 23),),
+             "x", "unknown keys holding an alias expanding 64 levels deep"),
     Mutation("A01", "kv_decoder", (_yaml_x(_nested(64)),),
              "x", "unknown key holding a number 64 levels deep"),
     Mutation("A01", "kv_decoder", (AsJson(), _json_x(_nested(64))),
