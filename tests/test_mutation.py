@@ -79,6 +79,16 @@ def test_the_generator_mutates_code_never_annotations_or_docstrings():
     assert "int" not in touched.split() and "docstring" not in touched and "list" not in touched
 
 
+def test_the_schema_keywords_of_a_model_field_are_never_mutated():
+    found = points(
+        "@dataclass(frozen=True)\n"
+        "class C(Node):\n"
+        "    n: int = fld(16, rule='G64', schema={'minimum': 0})\n"
+        "    m: Any = fld(None, any_schema={'minItems': 1})\n"
+    )
+    assert sorted((op, text) for op, text, _ in found) == [("constant", "16"), ("constant", "True")]
+
+
 def test_mutant_ids_are_unique_and_stable(everything):
     first = everything
     second = mutation.generate(PACKAGE_DIR, ("",), mutation.OPERATORS, True)

@@ -425,6 +425,19 @@ SYMBOLS = {
     ast.IsNot: "is not",
 }
 NOTHING_EQUALS = "<mutant: equal to nothing>"
+# The keywords of a model field declaration (``fld(...)``, package/docmodel.py) that hold JSON
+# Schema keywords: only package/schema.py reads them (the generator of schema.json).
+SCHEMA_KEYWORDS = ("schema", "any_schema")
+
+
+def _field_declaration(node) -> bool:
+    """Whether ``node`` is a call ``fld(...)`` declaring a model field."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "fld"
+        and any(k.arg in SCHEMA_KEYWORDS for k in node.keywords)
+    )
 
 
 class _Finder:
@@ -485,6 +498,17 @@ class _Finder:
             return
         if isinstance(node, ast.Module):
             self.body(node.body)
+            return
+        if _field_declaration(node):
+            # A model field's schema keywords are read only by the generator of schema.json:
+            # loading validates against the committed file, so changing them is never behaviour.
+            self.expression(node)
+            self.visit(node.func)
+            for child in node.args:
+                self.visit(child)
+            for keyword in node.keywords:
+                if keyword.arg not in SCHEMA_KEYWORDS:
+                    self.visit(keyword.value)
             return
         if isinstance(node, ast.AnnAssign):
             if node.value is not None:

@@ -103,6 +103,16 @@ class ReplaceText:
 
 
 @dataclass(frozen=True)
+class AsJson:
+    """Write the metadata document as ``inference_metadata.json`` in place of the YAML file
+    (the same document in the format's JSON spelling), after any document edit and before any
+    text edit (which then edits the JSON text)."""
+
+    def describe(self) -> str:
+        return "write the metadata as `inference_metadata.json`"
+
+
+@dataclass(frozen=True)
 class WriteFile:
     relpath: str
     data: bytes
@@ -238,11 +248,15 @@ def _edit_copy(base: str, ops: tuple, dest: Path) -> Path:
     doc_ops = [op for op in ops if hasattr(op, "apply")]
     text_ops = [op for op in ops if hasattr(op, "apply_text")]
     file_ops = [op for op in ops if hasattr(op, "apply_files")]
-    if doc_ops:
+    as_json = any(isinstance(op, AsJson) for op in ops)
+    if doc_ops or as_json:
         # through JSON to break YAML alias sharing: an edit changes one spot only
         doc = json.loads(json.dumps(parse_metadata(metadata)))
         for op in doc_ops:
             op.apply(doc)
+        if as_json:
+            metadata.unlink()
+            metadata = metadata.with_name("inference_metadata.json")
         metadata.write_bytes(dump_document(doc, metadata.name))
     for op in text_ops:
         metadata.write_text(op.apply_text(metadata.read_text()))

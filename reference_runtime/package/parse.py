@@ -278,13 +278,13 @@ def _count_events(text: str) -> None:
     try:
         while events.check_event():
             event = events.get_event()
-            if isinstance(event, _OPENING):
-                depth += 1
-                if depth > MAX_DEPTH + 1:  # too deep: the loader says where (A100)
-                    return
-            elif isinstance(event, _CLOSING):
+            if isinstance(event, _CLOSING):
                 depth -= 1
-            if isinstance(event, _NODE_EVENTS):
+            elif isinstance(event, _NODE_EVENTS):
+                if depth > MAX_DEPTH:  # too deep: the loader says where (A100)
+                    return
+                if isinstance(event, _OPENING):
+                    depth += 1
                 nodes += 1
                 if nodes > MAX_NODES:
                     raise _too_many_nodes(
@@ -337,10 +337,11 @@ def _scan_json(text: str) -> None:
         nodes += 1
         if nodes > MAX_NODES:
             raise _too_many_nodes(f" (the limit is reached{where(match)})")
+        # The top-level value is at depth 0, a key at the depth of its value (as YAML counts).
+        if depth > MAX_DEPTH:
+            raise _too_deep(f" ({where(match)[1:]})")
         if first in "[{":
             depth += 1
-            if depth - 1 > MAX_DEPTH:  # the top-level value is depth 0
-                raise _too_deep(f" ({where(match)[1:]})")
         elif first == '"':
             if len(token) - 2 > MAX_SCALAR_CHARS:
                 raise _too_long_scalar(len(token) - 2, where(match))
@@ -348,12 +349,6 @@ def _scan_json(text: str) -> None:
             digits = len(token.lstrip("-"))
             if digits > MAX_INT_DIGITS:
                 raise _too_long_int(digits, where(match))
-
-
-def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _too_long_int(len(text.lstrip("-")), "")
-    return int(text)
 
 
 def _parse_json(text: str) -> tuple[object, list[Violation]]:
@@ -368,7 +363,7 @@ def _parse_json(text: str) -> tuple[object, list[Violation]]:
             obj[key] = value
         return obj
 
-    data = json.loads(text, object_pairs_hook=pairs_hook, parse_int=_json_int)
+    data = json.loads(text, object_pairs_hook=pairs_hook)  # integers: _scan_json bounds them
     return data, _json_duplicates(data, duplicated)
 
 

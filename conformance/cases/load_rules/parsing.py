@@ -3,7 +3,7 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, GrowFile, Mutation, ReplaceText, Set
+from ..mutations import AsJson, Delete, GrowFile, Insert, Mutation, ReplaceText, Set, Variant
 
 WF = ("pipeline", "workflow")
 # 9**6 list items from a few hundred bytes of aliases
@@ -21,6 +21,54 @@ _HEX_LIMIT = "0x" + format(10**1000, "x")
 # A list nested too deep, then more nodes than the limit allows: refused for the depth, where
 # the document first breaks a limit.
 _DEEP_THEN_LARGE = "[" * 70 + "]" * 70 + "\ny: [" + "1, " * 100_001 + "1]"
+
+# The parser's limits at their edge (reference_runtime/package/limits.py), in both spellings:
+# the metadata file's text begins with these lines, YAML's and JSON's.
+_YAML_TOP = "schema_version: v1\n"
+_JSON_TOP = '"schema_version": "v1",\n'
+# kv_decoder's sampler takes scalar parameters of any name, so they make a document of any
+# size that still loads: one entry is two nodes (its key and its value).
+_PARAMETERS = (*WF, "components", "sampler", "contract", "parameters")
+_NODES = 1249  # the nodes of kv_decoder's document (keys, values and list items)
+
+
+def _parameters(**more) -> Set:
+    return Set(_PARAMETERS, {"mode": "greedy", **more})
+
+
+def _many_parameters(nodes: int) -> tuple:
+    """Edits giving kv_decoder's document exactly ``nodes`` nodes (one capability repeated
+    where the count is odd)."""
+    extra = nodes - _NODES
+    ops: tuple = (_parameters(**{f"p{i}": i for i in range(extra // 2)}),)
+    if extra % 2:
+        ops += (Insert((*WF, "manifest", "capabilities"), 0, "workflow_ssa"),)
+    return ops
+
+
+def _nested(levels: int, inner: str = "1") -> str:
+    """A value ``x`` whose innermost scalar sits ``levels`` levels below the top (the
+    top-level mapping is level 0, ``x``'s list level 1)."""
+    return "[" * (levels - 1) + inner + "]" * (levels - 1)
+
+
+def _yaml_x(value: str) -> ReplaceText:
+    return ReplaceText(_YAML_TOP, f"{_YAML_TOP}x: {value}\n")
+
+
+def _json_x(value: str) -> ReplaceText:
+    return ReplaceText(_JSON_TOP, f'{_JSON_TOP}  "x": {value},\n')
+
+
+# An anchored list whose number sits 40 levels below it (41 below the top, as x's value).
+_ANCHORED = "&a " + _nested(41)
+# With `y: [*b]`, kv_decoder's document then counts 1,249 + 4 + 2 * 49,373 + 1 = 100,000
+# nodes, its aliases expanded (50,627 as written).
+_ANCHORED_LIST = "&b [" + ", ".join(["1"] * 49_373) + "]"
+_DIGITS_1000 = int("9" * 1000)
+_DIGITS_1001 = int("1" + "0" * 1000)
+_STRING = "a" * 2**20
+_YAML_MODE = "            mode: greedy\n"  # the sampler's parameter, in kv_decoder's YAML
 
 MUTATIONS = (
     Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "device"), "cuda"),),
@@ -78,4 +126,67 @@ MUTATIONS = (
     Mutation("A102", "kv_decoder",
              (ReplaceText("schema_version: v1\n", "schema_version: 1" + ":59" * 400 + "\n"),),
              "<document>", "base-60 integer of 1201 characters"),
+    # Just over each limit, in YAML and in JSON (the values at the limit load: VARIANTS)
+    Mutation("A99", "kv_decoder", _many_parameters(100_001),
+             "<document>", "100,001 nodes"),
+    Mutation("A99", "kv_decoder", (*_many_parameters(100_001), AsJson()),
+             "<document>", "100,001 nodes in JSON"),
+    Mutation("A100", "kv_decoder", (_yaml_x(_nested(65)),),
+             "<document>", "a number 65 levels deep"),
+    Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(65))),
+             "<document>", "a number 65 levels deep in JSON"),
+    Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(64, '{"a": 1}'))),
+             "<document>", "an object key 65 levels deep in JSON"),
+    Mutation("A100", "kv_decoder",
+             (_yaml_x(_nested(65) + "\ny: [" + "1, " * 100_001 + "1]"),),
+             "<document>", "a number 65 levels deep before too many nodes"),
+    Mutation("A100", "kv_decoder",
+             (AsJson(), _json_x(_nested(65) + ',\n  "y": [' + "1, " * 100_001 + "1]")),
+             "<document>", "a number 65 levels deep before too many nodes in JSON"),
+    # an anchored list of 49,373 numbers used again through an alias: 100,000 nodes in all
+    Mutation("A01", "kv_decoder", (_yaml_x(f"{_ANCHORED_LIST}\ny: [*b]"),),
+             "x", "unknown keys holding 100,000 nodes once an alias is expanded"),
+    Mutation("A99", "kv_decoder", (_yaml_x(f"{_ANCHORED_LIST}\ny: [*b, 1]"),),
+             "<document>", "100,001 nodes once an alias is expanded"),
+    # an alias puts its anchor's 40 levels 25 levels down: 65 deep once expanded
+    Mutation("A100", "kv_decoder", (_yaml_x(_ANCHORED + "\ny: " + "[" * 24 + "*a" + "]" * 24),),
+             "<document>", "an alias expanding 65 levels deep"),
+    # 64 levels is within the limit: the document is refused for its unknown key alone
+    Mutation("A01", "kv_decoder", (_yaml_x(_ANCHORED + "\ny: " + "[" * 23 + "*a" + "]" * 23),),
+             "x", "unknown keys holding an alias expanding 64 levels deep"),
+    Mutation("A01", "kv_decoder", (_yaml_x(_nested(64)),),
+             "x", "unknown key holding a number 64 levels deep"),
+    Mutation("A01", "kv_decoder", (AsJson(), _json_x(_nested(64))),
+             "x", "unknown key holding a number 64 levels deep in JSON"),
+    Mutation("A101", "kv_decoder", (_parameters(text=_STRING + "a"),),
+             '<document>', "parameter string of 1,048,577 characters"),
+    Mutation("A101", "kv_decoder", (_parameters(text=_STRING + "a"), AsJson()),
+             '<document>', "parameter string of 1,048,577 characters in JSON"),
+    Mutation("A101", "kv_decoder", (_parameters(**{_STRING + "a": 1}),),
+             '<document>', "parameter name of 1,048,577 characters"),
+    Mutation("A102", "kv_decoder", (_parameters(width=_DIGITS_1001),),
+             "<document>", "parameter integer of 1001 digits"),
+    Mutation("A102", "kv_decoder", (_parameters(width=-_DIGITS_1001), AsJson()),
+             "<document>", "negative parameter integer of 1001 digits in JSON"),
+    Mutation("A102", "kv_decoder", (_yaml_x("1." + "0" * 999),),
+             "<document>", "number of 1001 characters"),
+    Mutation("A102", "kv_decoder", (_yaml_x(f"!!int {_DIGITS_1001}"),),
+             "<document>", "integer of 1001 digits tagged int"),
+)  # fmt: skip
+
+VARIANTS = (
+    Variant("kv_decoder", _many_parameters(100_000), "100,000 nodes"),
+    Variant("kv_decoder", (*_many_parameters(100_000), AsJson()), "100,000 nodes in JSON"),
+    Variant("kv_decoder", (_parameters(text=_STRING),), "parameter string of 1,048,576 characters"),
+    Variant("kv_decoder", (_parameters(text=_STRING), AsJson()),
+            "parameter string of 1,048,576 characters in JSON"),
+    Variant("kv_decoder", (_parameters(**{_STRING: 1}),), "parameter name of 1,048,576 characters"),
+    Variant("kv_decoder", (_parameters(width=_DIGITS_1000),), "parameter integer of 1000 digits"),
+    Variant("kv_decoder", (_parameters(width=-_DIGITS_1000), AsJson()),
+            "negative parameter integer of 1000 digits in JSON"),
+    Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: 1.{'0' * 998}\n"),),
+            "parameter number of 1000 characters"),
+    Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
+            "parameter integer of 1000 digits tagged int"),
+    Variant("kv_decoder", (AsJson(),), "metadata in JSON"),
 )  # fmt: skip
