@@ -19,7 +19,8 @@ JSON-lines form):
   replacement component name, or null). The result
   holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
-  output, in order; absent means none) and optionally ``diagnostics``.
+  output, in order, each an array or, for a per-row output, a list of one array or None per
+  row; absent means none) and optionally ``diagnostics``.
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
 - ``serve(handle, requests, slots) -> list[dict]`` (only for a runtime declaring
   ``continuous_batching``): serve one-row requests (each a ``run`` request without
@@ -205,12 +206,13 @@ def decode_request(obj: dict) -> dict:
 
 
 def encode_events(events: dict) -> dict:
-    """Event outputs: name -> every emission, in order, each an array."""
-    return {name: [encode_array(e) for e in emissions] for name, emissions in events.items()}
+    """Event outputs: name -> every emission, in order, each an array (or, for a per-row
+    output, a list with one array or None per row)."""
+    return {name: [encode_value(e) for e in emissions] for name, emissions in events.items()}
 
 
 def decode_events(obj: dict) -> dict:
-    return {name: [decode_array(e) for e in emissions] for name, emissions in obj.items()}
+    return {name: [decode_value(e) for e in emissions] for name, emissions in obj.items()}
 
 
 def encode_result(result: dict) -> dict:

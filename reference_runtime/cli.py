@@ -35,7 +35,7 @@ from .package import validate_package
 from .package.lowering import BARE_SHAPES, check_draft_folder, lower, package_shape
 from .package.rules.catalogue import RULES
 from .requests import Spelling
-from .results import save_outputs
+from .saving import save_outputs
 from .support import REFERENCE_SUPPORT
 
 PROG = "reference-runtime"

@@ -26,7 +26,7 @@ from .package.model import (
     RuntimeRole,
 )
 from .requests import cli_value_hint
-from .results import media_suffix
+from .saving import media_suffix
 from .support import REFERENCE_SUPPORT
 from .tokenizer import tokenizer_file
 

@@ -103,6 +103,46 @@ CASES = (
         "rows stopping on either end id free their slots at different steps",
     ),
     BatchCase(
+        "genai_decoder/mixed_policies",
+        "genai_decoder",
+        3,
+        (
+            Source("genai_decoder/seeded_sampling", 0, 0, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 1, 0),
+            Source("genai_decoder/zero_new_tokens", 0, 0, 1),
+            Source("genai_decoder/search_max_length", 0, 0, 1),
+            Source("genai_decoder/seeded_sampling", 0, 2, 2),
+        ),
+        "sampled and greedy rows in one batch, beside a row allowed no new token (it leaves at "
+        "once, `length`) and one that ignores end ids and runs to the search's max_length: "
+        "each row keeps its own policy, budget and stop_on_eos",
+        ("sampled",),
+    ),
+    BatchCase(
+        "genai_decoder/empty_before_arrival",
+        "genai_decoder",
+        2,
+        (
+            Source("genai_decoder/greedy_ragged_batch", 0, 1, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 0, 40),
+            Source("genai_decoder/greedy_equal_rows", 0, 2, 41),
+        ),
+        "the first request finishes long before the others arrive: the batch runs empty "
+        "until step 40, then admits them",
+    ),
+    BatchCase(
+        "genai_decoder_multi_eos/context_length_beside_end_ids",
+        "genai_decoder_multi_eos",
+        2,
+        (
+            Source("genai_decoder_multi_eos/context_length", 0, 0, 0),
+            Source("genai_decoder_multi_eos/either_end_id_stops", 0, 1, 0),
+            Source("genai_decoder_multi_eos/either_end_id_stops", 0, 3, 2),
+        ),
+        "a row that ignores end ids until its context is full (`context_length`) beside rows "
+        "that stop on either end id and free their slot",
+    ),
+    BatchCase(
         "model_io_decoder/staggered_ragged",
         "model_io_decoder",
         2,

@@ -164,6 +164,14 @@ def row_differences(batched: dict, solo: dict, row: int, aligned: dict | None = 
             )
             continue
         for mine, other in zip(emissions, alone[name], strict=True):
+            if isinstance(mine, list):  # a per-row emission: the row's entry
+                mine, other = mine[row], other[0] if isinstance(other, list) else other
+                if (mine is None) != (other is None) or (
+                    mine is not None and not np.array_equal(mine, np.asarray(other))
+                ):
+                    found.append(f"row {row}: an event of {name!r} differs from its solo run")
+                    break
+                continue
             mine = np.asarray(mine)
             if aligned and name in aligned:  # a request-aligned event: its row
                 mine = np.take(mine, [row], axis=aligned[name])

@@ -261,6 +261,7 @@ class BatchServer:
         table: list[Occupant | None] = [None] * slots
         used = [False] * slots  # whether a request has ever held the slot
         step = 0
+        done: list[Occupant] = []  # admitted this step, and already over
         while queue or any(table):
             finished_now: list[Finished] = []
             # Admit arrived requests into free slots, lowest slot first, in queue order; under
@@ -275,11 +276,15 @@ class BatchServer:
                     self.counters.add("batching", "slots_reused")
                 used[slot] = True
                 self.counters.add("batching", "admitted")
-                occupant = self._admit(pending, slot, step, make_context, running)
+                occupant = table[slot] = self._admit(pending, slot, step, make_context, running)
                 if self._ended(occupant, running):
-                    finished_now.append(self._finish(occupant, step, running))
-                else:
-                    table[slot] = occupant
+                    done.append(occupant)
+            # A request that ends at its admission (it may run no body) leaves its slot, which
+            # is free from the next step, as any other's.
+            for occupant in done:
+                table[occupant.slot] = None
+                finished_now.append(self._finish(occupant, step, running))
+            done.clear()
             occupied = [o for o in table if o is not None]
             if not occupied:
                 yield from finished_now

@@ -409,7 +409,7 @@ def compile_row_emit(
         "    if store.checked.get(ID) != (v.dtype, v.shape, len(frame.symbols.bound)):",
         "        return plain(step, frame)",
         f"    streams = store.rows.get({step.output!r})",
-        "    if streams is None or len(streams) < rows:",
+        "    if streams is None or len(streams) != rows:",
         "        return plain(step, frame)",
     ]
     if step.valid_length:

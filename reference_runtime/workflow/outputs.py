@@ -25,9 +25,10 @@ class OutputStore:
         self.per_row = per_row
         self.batch = batch
         self.dense: dict[str, np.ndarray] = {}
-        self.events: dict[str, list[np.ndarray]] = {}
+        # every emission of an event output, in order: an array, or for a per-row output a
+        # list with one entry per row (None for a row that published nothing that time)
+        self.events: dict[str, list] = {}
         self.rows: dict[str, list] = {}  # per row: None, a chunk, or an _Appended stream
-        self.row_events: dict[str, list[list[np.ndarray]]] = {}
         self.checked: dict[int, tuple] = {}  # id(emit step) -> the last signature that passed
         self.layouts: dict[tuple, tuple] = {}  # (id(emit step), rank) -> its row layout
 
@@ -95,21 +96,31 @@ class OutputStore:
             layout = self.layouts[(id(step), value.ndim)] = self._row_layout(
                 step, output, value, where
             )
-        axis_r, chunk_axis, free, before_row, before_chunk = layout
+        axis_r, chunk_axis, free, before_row, before_chunk, factor = layout
         rows = value.shape[axis_r]
         guard = _row_control(when, rows, "when", where)
         inactive = _inactive_rows(active_rows, rows, output.contract) if active_rows else None
         lengths = _row_control(valid_length, rows, "valid_length", where)
         if self.batch is None:
-            self.batch = rows
+            self.batch = rows // factor
+        if rows != self.batch * factor:
+            raise RunError(
+                "H84",
+                f"{where}: value {step.value!r} has {rows} rows on axis {axis_r}, but the request "
+                f"has {self.batch}{f' (times {factor})' if factor > 1 else ''}: a per-row output "
+                "publishes one entry per request row",
+                hint="Emit a value with one row per request row.",
+            )
         streams = self.rows.get(name)
         if streams is None:
-            streams = self.rows[name] = [None] * max(rows, self.batch)
-        if len(streams) < rows:
-            streams.extend([None] * (rows - len(streams)))
+            streams = self.rows[name] = [None] * rows
         # One check of the whole value stands for every row's chunk: a row's chunk shares its
         # dtype, rank and every axis but the request axis (one row each) and the chunk axis.
         self.check(step, value, output.contract, symbols, where, free, bind=False)
+        emission = None
+        if step.mode == "event":  # one emission: an entry per row, None where it publishes none
+            emission = [None] * rows
+            self.events.setdefault(name, []).append(emission)
         for r in range(rows):
             if guard is not None and not guard[r] or inactive is not None and inactive[r]:
                 continue  # a row that publishes nothing this time
@@ -125,25 +136,19 @@ class OutputStore:
                     )
                 if n != extent:
                     chunk = chunk[(*before_chunk, slice(0, n))]
-            self.publish_row(step, streams, r, chunk, chunk_axis, where)
-
-    def publish_row(self, step, streams: list, r: int, chunk, chunk_axis, where: str) -> None:
-        """Row ``r``'s chunk replaces its stream, is appended to it, or is added as an event."""
-        if step.mode == "append":
-            streams[r] = _append(streams[r], chunk, chunk_axis, where)
-            return
-        chunk = chunk.copy()  # a published row owns its data
-        if step.mode == "event":
-            events = self.row_events.setdefault(step.output, [[] for _ in streams])
-            while len(events) < len(streams):
-                events.append([])
-            events[r].append(chunk)
-        streams[r] = chunk
+            if step.mode == "append":
+                streams[r] = _append(streams[r], chunk, chunk_axis, where)
+                continue
+            chunk = chunk.copy()  # a published row owns its data
+            if emission is not None:
+                emission[r] = chunk
+            streams[r] = chunk
 
     def _row_layout(self, step, output, value, where) -> tuple:
         """Where a per-row emit cuts its value (fixed by the step and the value's rank): the
         request axis, the chunk axis (None when the row is published whole), the axes a
-        whole-value check leaves free, and the index prefixes that reach those axes."""
+        whole-value check leaves free, the index prefixes that reach those axes, and the
+        request-expansion factor (rows per request row)."""
         name = step.output
         axis_r = output.contract.request_axis or 0
         if value.ndim == 0:
@@ -158,10 +163,12 @@ class OutputStore:
                 f"{where}: per-row output {name!r} fixes its request axis to {request_dim}; "
                 "each row publishes one",
             )
+        layout = output.contract.batch_layout
+        factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
         free = (axis_r,) if chunk_axis is None else (axis_r, chunk_axis)
         before_row = (slice(None),) * axis_r
         before_chunk = (slice(None),) * chunk_axis if chunk_axis is not None else ()
-        return axis_r, chunk_axis, free, before_row, before_chunk
+        return axis_r, chunk_axis, free, before_row, before_chunk, factor
 
     # ------------------------------------------------------------------ results
 
