@@ -7,7 +7,17 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..mutations import Delete, DeleteFile, EditJson, Insert, Mutation, Set, Symlink, WriteFile
+from ..mutations import (
+    Delete,
+    DeleteFile,
+    EditJson,
+    Insert,
+    Mutation,
+    Set,
+    Symlink,
+    Variant,
+    WriteFile,
+)
 
 WF = ("pipeline", "workflow")
 CAPS = (*WF, "manifest", "capabilities")
@@ -281,6 +291,23 @@ MUTATIONS = (
     Mutation("H91", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("model", "decoder", "num_hidden_layers")),)),),
              '["genai_config.json"].model.decoder.num_hidden_layers', "genai layer count absent"),
+    # model.io names checked against the graph, the end and pad ids against the vocabulary
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "token_input"), "ids"),),
+             "model.io.token_input", "token input the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "attention_mask_input"), "mask"),),
+             "model.io.attention_mask_input", "attention mask input the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "hidden_output"), "hidden"),),
+             "model.io.hidden_output", "hidden output the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "kv_inputs", 0), "past.0.key"),),
+             "model.io.kv_inputs", "KV input the graph lacks"),
+    Mutation("H91", "model_io_decoder", (Set(("model", "io", "kv_outputs", 1), "present.0.v"),),
+             "model.io.kv_outputs", "KV output the graph lacks"),
+    Mutation("H91", "model_io_decoder",
+             (Set(("package", "tokenizer", "special_tokens", "eos", "id"), 96),),
+             "package.tokenizer.special_tokens.eos.id", "end id past the vocabulary"),
+    Mutation("H91", "model_io_decoder",
+             (Set(("package", "tokenizer", "special_tokens", "pad", "id"), 96),),
+             "package.tokenizer.special_tokens.pad.id", "pad id past the vocabulary"),
     # search is optional: a folder without it is read on, to its broken tokenizer
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
@@ -300,4 +327,44 @@ MUTATIONS = (
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "state_pairs"), [{"input": "state", "output": "next"}]),),
              "model.io.state_pairs", "recurrent state pairs"),
+    Mutation("H93", "model_io_decoder", (Delete(("model", "io", "token_input")),),
+             "model.io.token_input", "token input not declared"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "sequence_source"), "inputs_embeds"),),
+             "model.io.sequence_source", "a decoder driven by embeddings"),
+)  # fmt: skip
+
+
+# Valid edits of the bare decoders: what lowering accepts at the edge of what it refuses.
+VARIANTS = (
+    Variant("model_io_decoder", (Set(("model", "io", "kv_layout"), "head_major_bnsh"),),
+            "kv_layout head_major_bnsh declared"),
+    Variant("model_io_decoder", (Set(("model", "io", "sequence_source"), "token_ids"),),
+            "sequence_source token_ids declared"),
+    Variant("model_io_decoder", (Set(("model", "io", "kv_ownership"), "owned"),),
+            "kv_ownership owned declared"),
+    Variant("model_io_decoder",
+            (Set(("package", "tokenizer", "special_tokens", "eos", "id"), 95),),
+            "end id the last of the vocabulary"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Set(("model", "eos_token_id"), [2, 95]),)),),
+            "end ids a list ending at the last of the vocabulary"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Set(("model", "pad_token_id"), 95),)),),
+            "pad id the last of the vocabulary"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("model", "pad_token_id")),)),),
+            "no pad id"),
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Delete(("model", "decoder", "inputs", "attention_mask")),)),),
+            "attention mask under its default name"),
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Set(("model", "context_length"), 1),)),),
+            "context_length 1"),
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
+                                            Set(("search", "max_length"), 0))),),
+            "random seed -1 and max_length 0"),
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Set(("search", "temperature"), 1),
+                                            Set(("search", "length_penalty"), 2.0),
+                                            Set(("search", "early_stopping"), False))),),
+            "integer temperature and beam-only options"),
 )  # fmt: skip
