@@ -4,7 +4,7 @@ preprocessing programs, generation overrides, profiles and constraint languages.
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Set, WriteFile
+from ..mutations import Delete, Insert, Mutation, Set, Variant, WriteFile
 
 WF = ("pipeline", "workflow")
 AD = ("adapters",)
@@ -92,6 +92,13 @@ MUTATIONS = (
              "adapters.selection.adapter_counts", "literal adapter counts"),
     Mutation("G65", "lora", (Set((*SEL, "segments"), "request.segments"),),
              "adapters.selection.segments", "segments input not declared"),
+    Mutation("G65", "lora", (Set((*INP, "request.adapter_segments", "contract", "batch_layout"),
+                                 {"kind": "request_aligned", "axis": 1}),),
+             "adapters.selection.segments", "segments request-aligned on axis 1"),
+    Mutation("G65", "lora", (Set((*INP, "request.adapter_counts", "contract"),
+                                 {"dtype": "int64", "rank": 2, "shape": ["batch", 1],
+                                  "batch_layout": REQUEST_ALIGNED}),),
+             "adapters.selection.adapter_counts", "adapter counts of rank 2"),
     # ---------------------------------------------------------------- G66 targets
     Mutation("G66", "lora", (Set((*TGT, 0, "initializer"), ""),),
              "adapters.target_manifest.targets[0].initializer", "empty target initializer"),
@@ -122,6 +129,11 @@ MUTATIONS = (
              "adapters.target_manifest.targets[0].graph_inputs", "graph_inputs scale equal to b"),
     Mutation("G66", "lora", (Insert(TGT, 1, _target("encoder.q", component="encoder")),),
              "adapters.target_manifest.targets[1].component", "target of an unknown component"),
+    Mutation("G66", "lora", (Set((*TGT, 0, "output_features"), 0),),
+             "adapters.target_manifest.targets[0]", "zero output features"),
+    Mutation("G66", "lora", (Set((*TGT, 0, "output_slice"), {"role": "q", "offset": 0,
+                                                             "width": 0}),),
+             "adapters.target_manifest.targets[0].output_slice", "slice of width 0"),
     # ---------------------------------------------------------------- G67 artifacts
     Mutation("G67", "lora", (Set((*ART, "peft", "index"), 2),),
              "adapters.artifacts", "artifact indices with a gap"),
@@ -195,6 +207,8 @@ MUTATIONS = (
     Mutation("G67", "lora", (Insert((*ART, "red", "bindings"), 1,
                                     {"target": "projection", "weight_key": "projection"}),),
              "adapters.artifacts.red.bindings[1].target", "target bound twice"),
+    Mutation("G67", "lora", (Set((*ART, "red", "alpha"), -1.0), Delete((*TGT, 0, "alpha"))),
+             "adapters.artifacts.red.alpha", "negative artifact alpha without a target policy"),
     # ---------------------------------------------------------------- G68 capabilities
     Mutation("G68", "lora", (Set(CAPS, ["workflow_ssa", "typed_emit",
                                         "heterogeneous_adapter_batching"]),),
@@ -274,6 +288,15 @@ MUTATIONS = (
                   _transcription(vocabulary={"source": "inline", "tokens": ["<b>", "a", "b"],
                                              "ignored_tokens": ["<pad>"]})),),
              "profiles.speech.decoding.vocabulary.ignored_tokens", "ignored token not a token"),
+    Mutation("G71", "media",
+             (Set(("profiles", "speech"), _transcription()),
+              Delete(("profiles", "speech", "decoding", "blank_id"))),
+             "profiles.speech.decoding", "ctc decoding without blank_id"),
+    Mutation("G71", "media",
+             (Set(("profiles", "speech"),
+                  _transcription(vocabulary={"source": "inline", "tokens": ["<b>", "a", "b"],
+                                             "size": 4})),),
+             "profiles.speech.decoding.vocabulary", "vocabulary size unlike its tokens"),
     # ---------------------------------------------------------------- G79 constraint languages
     Mutation("G79", "speculative", (Set(("package", "constraint_languages", 0, "component"),
                                         "verifier"),),
@@ -284,4 +307,34 @@ MUTATIONS = (
     Mutation("G79", "speculative", (Set(("package", "constraint_languages", 0, "component"),
                                         "grammar"),),
              "package.constraint_languages[0].component", "constraint of an unknown component"),
+)  # fmt: skip
+
+VARIANTS = (
+    # G66/G67 from the valid side
+    Variant("lora", (Delete((*TGT, 0, "graph_inputs")),),
+            "target without graph_inputs when no weights are ort_genai"),
+    Variant("lora", (Set((*TGT, 0, "output_slice"),
+                         {"role": "q", "offset": 1, "width": 1, "rank": 1, "alpha": 1.0}),),
+            "slice of width 1 ending at the last output feature"),
+    # G71 from the valid side: an ignorable transcription profile with a CTC decoding block
+    Variant("media", (Set(("profiles", "speech"), _transcription()),),
+            "ctc transcription profile"),
+    Variant("media",
+            (Set(("profiles", "speech"),
+                 _transcription(vocabulary={"source": "inline", "tokens": ["<b>", "a", "b"]})),),
+            "ctc vocabulary of inline tokens without size or delimiter"),
+    Variant("media",
+            (Set(("profiles", "speech"),
+                 _transcription(blank_id=2, vocabulary={
+                     "source": "inline", "tokens": ["<b>", "|", "b"], "size": 3,
+                     "word_delimiter": "|", "ignored_tokens": ["<b>"]})),),
+            "ctc vocabulary sized with a delimiter and an ignored token and the last blank_id"),
+    # H93 from the valid side: search defaults at the values this runtime honours
+    Variant("kv_decoder",
+            (Set(("generation", "defaults"),
+                 {"do_sample": False, "temperature": 1.0, "max_length": 64,
+                  "repetition_penalty": 1.0, "num_beams": 1, "num_return_sequences": 1,
+                  "min_length": 0, "length_penalty": 1.0, "no_repeat_ngram_size": 0,
+                  "diversity_penalty": 0.0}),),
+            "neutral search defaults"),
 )  # fmt: skip
