@@ -104,6 +104,9 @@ MUTATIONS = (
              "adapters.selection.adapter_counts", "optional adapter counts with a default"),
     Mutation("G65", "lora", (Delete((*INP, "request.adapter_counts", "contract", "shape")),),
              "adapters.selection.adapter_counts", "adapter counts without a shape"),
+    Mutation("G65", "lora", (Set((*INP, "request.adapter_counts", "source"), {"kind": "literal"}),
+                             Set((*INP, "request.adapter_counts", "default"), 1)),
+             "adapters.selection.adapter_counts", "required literal adapter counts"),
     # ---------------------------------------------------------------- G66 targets
     Mutation("G66", "lora", (Set((*TGT, 0, "initializer"), ""),),
              "adapters.target_manifest.targets[0].initializer", "empty target initializer"),
@@ -224,6 +227,16 @@ MUTATIONS = (
     Mutation("G67", "lora", (Set((*ART, "red", "provenance"),
                                  {"producer": "fixtures", "source": " ", "revision": "1"}),),
              "adapters.artifacts.red.provenance", "blank provenance source"),
+    Mutation("G67", "lora", (Set((*ART, "peft", "weights", 0, "config_location"),
+                                 "adapters\\peft\\adapter_config.json"),),
+             "adapters.artifacts.peft.weights[0].config_location",
+             "config_location with backslashes"),
+    Mutation("G67", "lora", (Insert((*ART, "red", "bindings"), 1,
+                                    {"target": "projection", "weight_key": "projection.again"}),),
+             "adapters.artifacts.red.bindings[1].target",
+             "target bound twice under two weight keys"),
+    Mutation("G67", "lora", (Set((*ART, "red", "rank"), 0), Delete((*TGT, 0, "rank"))),
+             "adapters.artifacts.red.rank", "artifact rank 0 without a target policy"),
     # ---------------------------------------------------------------- G68 capabilities
     Mutation("G68", "lora", (Set(CAPS, ["workflow_ssa", "typed_emit",
                                         "heterogeneous_adapter_batching"]),),
@@ -354,6 +367,8 @@ MUTATIONS = (
              (Set(("profiles", "speech"),
                   {**_transcription(), "batch_invariance": "padding_sensitive"}),),
              "profiles.speech.decoding", "padding-sensitive decoding without lengths"),
+    Mutation("G71", "media", (Set(("profiles", "speech"), _transcription(class_axis=1)),),
+             "profiles.speech.decoding.class_axis", "decoding time and class on one axis"),
     # ---------------------------------------------------------------- G79 constraint languages
     Mutation("G79", "speculative", (Set(("package", "constraint_languages", 0, "component"),
                                         "verifier"),),
@@ -364,6 +379,10 @@ MUTATIONS = (
     Mutation("G79", "speculative", (Set(("package", "constraint_languages", 0, "component"),
                                         "grammar"),),
              "package.constraint_languages[0].component", "constraint of an unknown component"),
+    # H74, not G79: without a pipeline no component can be looked up (the speculative grammar
+    # package keeps its constraint language)
+    Mutation("H74", "speculative", (Delete(("pipeline",)), Delete(("speculative",))),
+             "pipeline", "constraint language without a pipeline"),
 )  # fmt: skip
 
 VARIANTS = (
