@@ -68,6 +68,14 @@ STOP_INPUT = {
     "present_as": "request.has_stop",
 }  # fmt: skip
 WITH_STOP = Set((*WF, "inputs", "request.stop"), STOP_INPUT)
+# An optional context limit for kv_decoder, guarded by its presence flag request.has_cap.
+WITH_CAP = Set((*WF, "inputs", "request.cap"), {
+    "contract": {"dtype": "int64", "rank": 1, "shape": [1]},
+    "role": {"kind": "opaque"},
+    "source": {"kind": "application", "name": "cap"},
+    "required": False,
+    "present_as": "request.has_cap",
+})  # fmt: skip
 
 MUTATIONS = (
     # ------------------------------------------------------------------ D26
@@ -215,6 +223,9 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].carried[3].initial", "carried initial is an optional input"),
     Mutation("B13", "kv_decoder", (WITH_STOP, Set((*LOOP, "carried", 3, "next"), "request.stop")),
              "pipeline.workflow.steps[0].carried[3].next", "carried next is an optional input"),
+    Mutation("B13", "kv_decoder",
+             (WITH_CAP, Set((*STATE, "kv", "recurrence", "max"), "request.cap")),
+             "pipeline.workflow.state.kv.recurrence.max", "recurrence max is an optional input"),
     # ------------------------------------------------------------------ H72 from loops
     # What a loop uses derives manifest capabilities: a loop alone needs nested_control_flow
     # (counting_loop has no branch), carrying a cell alone needs linear_effects (session_counter

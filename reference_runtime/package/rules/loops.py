@@ -87,7 +87,7 @@ def _check_carried(walk: Walk, step: LoopStep, scope: Scope, path: DocPath, guar
         _check_initializer(walk, carry.cell, cell, scope, path, guards)
         if carry.initial is not None:
             _check_initial(walk, carry, cell, scope, cpath, guards)
-        _check_recurrence_bounds(walk, carry.cell, cell, scope)
+        _check_recurrence_bounds(walk, carry.cell, cell, scope, guards)
     return carried
 
 
@@ -122,7 +122,7 @@ def _check_initial(walk: Walk, carry, cell, scope: Scope, cpath: DocPath, guards
     check_type(walk.ctx, "D33", (*cpath, "initial"), d, expected, what)
 
 
-def _check_recurrence_bounds(walk: Walk, cell_name: str, cell, scope: Scope) -> None:
+def _check_recurrence_bounds(walk: Walk, cell_name: str, cell, scope: Scope, guards) -> None:
     rec = cell.recurrence
     rpath = ("pipeline", "workflow", "state", cell_name, "recurrence")
     for key in ("increment", "max"):
@@ -136,7 +136,9 @@ def _check_recurrence_bounds(walk: Walk, cell_name: str, cell, scope: Scope) -> 
                 (*rpath, key),
                 f"recurrence {key} {name!r} of cell {cell_name!r} is not visible at loop entry",
             )
-        elif is_integer_scalar(d.vtype) is False and not (
+            continue
+        walk.names.use(scope, name, (*rpath, key), guards)
+        if is_integer_scalar(d.vtype) is False and not (
             key == "increment" and cell.service_group is not None
         ):
             walk.ctx.add(

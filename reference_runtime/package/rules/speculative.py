@@ -10,8 +10,9 @@ SPEC = ("speculative",)
 
 
 def _groups(ctx: Ctx) -> dict:
-    wf = ctx.workflow
-    return dict(wf.serving.state_service.groups) if wf and wf.serving else {}
+    """The state service groups (the F rules run only on a package with a workflow)."""
+    serving = ctx.workflow.serving
+    return dict(serving.state_service.groups) if serving else {}
 
 
 def check_rollback(ctx: Ctx, spec) -> None:
