@@ -3,6 +3,7 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 
+from ...package_reader import format_location
 from ..mutations import AsJson, Delete, GrowFile, Insert, Mutation, ReplaceText, Set, Variant
 
 WF = ("pipeline", "workflow")
@@ -69,6 +70,7 @@ _DIGITS_1000 = int("9" * 1000)
 _DIGITS_1001 = int("1" + "0" * 1000)
 _STRING = "a" * 2**20
 _YAML_MODE = "            mode: greedy\n"  # the sampler's parameter, in kv_decoder's YAML
+_YAML_END = "  required_dtypes:\n  - float32\n"  # the end of kv_decoder's YAML
 
 MUTATIONS = (
     Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "device"), "cuda"),),
@@ -105,6 +107,17 @@ MUTATIONS = (
     Mutation("A77", "kv_decoder",
              (ReplaceText("schema_version: v1\n", f"schema_version: v1\nx: {_HEX_LIMIT}\n"),),
              "<document>", "hexadecimal integer of 10 to the 1000"),
+    Mutation("A77", "kv_decoder", (ReplaceText(_YAML_END, f"{_YAML_END}x: [1\n"),),
+             "<document>", "YAML list left open at the end of the file"),
+    Mutation("A77", "kv_decoder", (_yaml_x("&r [1, *r]"),),
+             "<document>", "a list that holds itself through an alias"),
+    Mutation("A76", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_TOP, _JSON_TOP + _JSON_TOP)),
+             "schema_version", "duplicate top-level key in JSON"),
+    Mutation("A05", "kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            null: x\n"),),
+             f"{format_location(_PARAMETERS)}.null", "parameter named by the YAML null"),
+    Mutation("A05", "kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            true: x\n"),),
+             f"{format_location(_PARAMETERS)}.true", "parameter named by the YAML true"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
     # A98-A102: the parser's limits (reference_runtime/package/limits.py)
@@ -189,4 +202,6 @@ VARIANTS = (
     Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
             "parameter integer of 1000 digits tagged int"),
     Variant("kv_decoder", (AsJson(),), "metadata in JSON"),
+    # JSON allows tabs wherever it allows spaces; YAML does not (a YAML parser refuses this)
+    Variant("kv_decoder", (AsJson(), ReplaceText("\n  ", "\n\t", -1)), "metadata in JSON indented with tabs"),
 )  # fmt: skip
