@@ -70,6 +70,7 @@ _DIGITS_1000 = int("9" * 1000)
 _DIGITS_1001 = int("1" + "0" * 1000)
 _STRING = "a" * 2**20
 _YAML_MODE = "            mode: greedy\n"  # the sampler's parameter, in kv_decoder's YAML
+_JSON_STEP = '      "steps": [\n        {\n          "kind": "loop",\n'  # kv_decoder's first step
 _YAML_END = "  required_dtypes:\n  - float32\n"  # the end of kv_decoder's YAML
 
 MUTATIONS = (
@@ -109,8 +110,16 @@ MUTATIONS = (
              "<document>", "hexadecimal integer of 10 to the 1000"),
     Mutation("A77", "kv_decoder", (ReplaceText(_YAML_END, f"{_YAML_END}x: [1\n"),),
              "<document>", "YAML list left open at the end of the file"),
+    Mutation("A77", "kv_decoder", (_yaml_x('"a\x07"'),),
+             "<document>", "a control character in the YAML text"),
     Mutation("A77", "kv_decoder", (_yaml_x("&r [1, *r]"),),
              "<document>", "a list that holds itself through an alias"),
+    Mutation("A76", "kv_decoder",
+             (ReplaceText("    steps:\n    - kind: loop\n", "    steps:\n    - kind: loop\n      kind: loop\n"),),
+             "pipeline.workflow.steps[0].kind", "duplicate key in a list item"),
+    Mutation("A76", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_STEP, _JSON_STEP + '          "kind": "loop",\n')),
+             "pipeline.workflow.steps[0].kind", "duplicate key in a list item in JSON"),
     Mutation("A76", "kv_decoder",
              (AsJson(), ReplaceText(_JSON_TOP, _JSON_TOP + _JSON_TOP)),
              "schema_version", "duplicate top-level key in JSON"),
@@ -140,6 +149,8 @@ MUTATIONS = (
              (ReplaceText("schema_version: v1\n", "schema_version: 1" + ":59" * 400 + "\n"),),
              "<document>", "base-60 integer of 1201 characters"),
     # Just over each limit, in YAML and in JSON (the values at the limit load: VARIANTS)
+    Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20 + 1),),
+             "<document>", "metadata file of 16 MiB and one byte"),
     Mutation("A99", "kv_decoder", _many_parameters(100_001),
              "<document>", "100,001 nodes"),
     Mutation("A99", "kv_decoder", (*_many_parameters(100_001), AsJson()),
@@ -188,6 +199,7 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    Variant("kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20),), "metadata file of 16 MiB"),
     Variant("kv_decoder", _many_parameters(100_000), "100,000 nodes"),
     Variant("kv_decoder", (*_many_parameters(100_000), AsJson()), "100,000 nodes in JSON"),
     Variant("kv_decoder", (_parameters(text=_STRING),), "parameter string of 1,048,576 characters"),
