@@ -71,6 +71,7 @@ _DIGITS_1001 = int("1" + "0" * 1000)
 _STRING = "a" * 2**20
 _YAML_MODE = "            mode: greedy\n"  # the sampler's parameter, in kv_decoder's YAML
 _JSON_STEP = '      "steps": [\n        {\n          "kind": "loop",\n'  # kv_decoder's first step
+_JSON_END = '      "float32"\n    ]\n  }\n}'  # the end of kv_decoder's JSON
 _YAML_END = "  required_dtypes:\n  - float32\n"  # the end of kv_decoder's YAML
 
 MUTATIONS = (
@@ -159,6 +160,9 @@ MUTATIONS = (
              "<document>", "a number 65 levels deep"),
     Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(65))),
              "<document>", "a number 65 levels deep in JSON"),
+    Mutation("A100", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_END, f'{_JSON_END[:-2]},\n  "x": {_nested(65)}\n}}')),
+             "<document>", "a number 65 levels deep at the end of the document in JSON"),
     Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(64, '{"a": 1}'))),
              "<document>", "an object key 65 levels deep in JSON"),
     Mutation("A100", "kv_decoder",
