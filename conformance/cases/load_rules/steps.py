@@ -4,7 +4,7 @@ ports, value visibility, loops, branches and phis, session cells, emits. Mirrors
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Rename, Set
+from ..mutations import Delete, Insert, Mutation, Rename, Set, Variant
 
 WF = ("pipeline", "workflow")
 S = (*WF, "steps")
@@ -349,4 +349,13 @@ MUTATIONS = (
     Mutation("D39", "events_and_appends",
              (Set((*WF, "outputs", "latest", "contract", "shape"), ["batch", 3]),),
              "pipeline.workflow.steps[0].steps[2].value", "emit of a fixed extent unlike the output"),
+)  # fmt: skip
+
+VARIANTS = (
+    # D37 is about session cells: a case may update an invocation cell without a phi for it
+    Variant("kv_decoder",
+            (Set((*S, 1), _branch("package.once", {"true": SESSION_TAIL})), Delete((*S, 2)),
+             Set((*STATE, "turn_count", "scope"), "invocation"),
+             Delete((*STATE, "turn_count", "session"))),
+            "invocation cell updated in a case without phi"),
 )  # fmt: skip
