@@ -283,8 +283,9 @@ def _parent(doc, path):
 
 
 def _clip(text: str) -> str:
-    """Text as an example shows it: stripped, and cut short past 100 characters."""
-    text = text.strip()
+    """Text as an example shows it: stripped, control characters escaped (``\\x07``), and cut
+    short past 100 characters."""
+    text = "".join(c if c.isprintable() or c == "\n" else ascii(c)[1:-1] for c in text.strip())
     return text if len(text) <= 100 else f"{text[:97]}... ({len(text)} characters)"
 
 

@@ -121,6 +121,24 @@ MUTATIONS = (
              "pipeline.workflow.manifest.capabilities", "grammar adapter not in the manifest"),
     Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "typed_emit")),),
              "pipeline.workflow.manifest.capabilities", "emit step not in the manifest"),
+    # one mutation per capability the structure derives, each left out of a manifest that
+    # lists it (the other derivations above)
+    *(Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, cap)),),
+               "pipeline.workflow.manifest.capabilities", f"{what} not in the manifest")
+      for cap, what in (("workflow_ssa", "a workflow"), ("linear_effects", "loop-carried cells"),
+                        ("nested_control_flow", "a loop"), ("emit_valid_length", "valid_length"),
+                        ("input_presence", "present_as"),
+                        ("bounded_state_recurrence", "a bounded recurrence"))),
+    Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "telemetry_adapter")),),
+             "pipeline.workflow.manifest.capabilities", "telemetry adapter not in the manifest"),
+    Mutation("H72", "branching", (Delete((*CAPS, 2)),),
+             "pipeline.workflow.manifest.capabilities", "a branch not in the manifest"),
+    Mutation("H72", "branching", (Delete((*CAPS, 1)),),
+             "pipeline.workflow.manifest.capabilities", "a branch case that emits not in the manifest"),
+    Mutation("H72", "events_and_appends", (Delete((*CAPS, 5)),),
+             "pipeline.workflow.manifest.capabilities", "an event emit not in the manifest"),
+    Mutation("H72", "lowered_decoder", (Delete((*CAPS, 9)),),
+             "pipeline.workflow.manifest.capabilities", "the batch contract not in the manifest"),
     # ---------------------------------------------------------------- H73 unsupported
     Mutation("H73", "kv_decoder", (Set(("required_capabilities",), ["teleportation"]),),
              "required_capabilities[0]", "unknown required capability"),

@@ -3,7 +3,7 @@ Mirrors ``reference_runtime/package/rules/inputs.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Set
+from ..mutations import Delete, Insert, Mutation, Set, Variant
 
 WF = ("pipeline", "workflow")
 INP = (*WF, "inputs")
@@ -179,9 +179,27 @@ MUTATIONS = (
     Mutation("B82", "kv_decoder", (Delete((*INP, "package.active", "contract", "shape")),),
              'pipeline.workflow.inputs["package.active"].default',
              "rank-1 literal without shape"),
+    Mutation("B82", "kv_decoder", (Set((*INP, "package.one_turn", "default"), -(2**63) - 1),),
+             'pipeline.workflow.inputs["package.one_turn"].default', "integer below int64 range"),
+    Mutation("B82", "kv_decoder", (Set((*INP, "package.no_turns", "default"), [0]),),
+             'pipeline.workflow.inputs["package.no_turns"].default', "list default on rank 0"),
+    Mutation("B82", "kv_decoder", (Set((*INP, "package.one_turn", "default"), True),),
+             'pipeline.workflow.inputs["package.one_turn"].default', "boolean default on int64"),
+    Mutation("B82", "kv_decoder", (Set((*INP, "request.temperature", "default"), True),),
+             'pipeline.workflow.inputs["request.temperature"].default',
+             "boolean default on float32"),
     # B13: a branch output (phi) that reads the optional input outside its presence case
     Mutation("B13", "broadcast_and_presence",
              (Set((*WF, "steps", 1, "outputs", "result", "cases", "false"), "offset"),),
              "pipeline.workflow.steps[1].outputs.result.cases.false",
              "phi reads the optional input outside its case"),
+)  # fmt: skip
+
+VARIANTS = (
+    Variant("kv_decoder", (Set((*INP, "package.one_turn", "default"), 2**63 - 1),),
+            "int64 default at the top of its range"),
+    Variant("kv_decoder", (Set((*INP, "package.one_turn", "default"), -(2**63)),),
+            "int64 default at the bottom of its range"),
+    Variant("kv_decoder", (Set((*INP, "package.max_context", "default"), [64]),),
+            "list default as long as its shape"),
 )  # fmt: skip

@@ -3,6 +3,7 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 
+from ...package_reader import format_location
 from ..mutations import AsJson, Delete, GrowFile, Insert, Mutation, ReplaceText, Set, Variant
 
 WF = ("pipeline", "workflow")
@@ -69,6 +70,9 @@ _DIGITS_1000 = int("9" * 1000)
 _DIGITS_1001 = int("1" + "0" * 1000)
 _STRING = "a" * 2**20
 _YAML_MODE = "            mode: greedy\n"  # the sampler's parameter, in kv_decoder's YAML
+_JSON_STEP = '      "steps": [\n        {\n          "kind": "loop",\n'  # kv_decoder's first step
+_JSON_END = '      "float32"\n    ]\n  }\n}'  # the end of kv_decoder's JSON
+_YAML_END = "  required_dtypes:\n  - float32\n"  # the end of kv_decoder's YAML
 
 MUTATIONS = (
     Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "device"), "cuda"),),
@@ -105,6 +109,25 @@ MUTATIONS = (
     Mutation("A77", "kv_decoder",
              (ReplaceText("schema_version: v1\n", f"schema_version: v1\nx: {_HEX_LIMIT}\n"),),
              "<document>", "hexadecimal integer of 10 to the 1000"),
+    Mutation("A77", "kv_decoder", (ReplaceText(_YAML_END, f"{_YAML_END}x: [1\n"),),
+             "<document>", "YAML list left open at the end of the file"),
+    Mutation("A77", "kv_decoder", (_yaml_x('"a\x07"'),),
+             "<document>", "a control character in the YAML text"),
+    Mutation("A77", "kv_decoder", (_yaml_x("&r [1, *r]"),),
+             "<document>", "a list that holds itself through an alias"),
+    Mutation("A76", "kv_decoder",
+             (ReplaceText("    steps:\n    - kind: loop\n", "    steps:\n    - kind: loop\n      kind: loop\n"),),
+             "pipeline.workflow.steps[0].kind", "duplicate key in a list item"),
+    Mutation("A76", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_STEP, _JSON_STEP + '          "kind": "loop",\n')),
+             "pipeline.workflow.steps[0].kind", "duplicate key in a list item in JSON"),
+    Mutation("A76", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_TOP, _JSON_TOP + _JSON_TOP)),
+             "schema_version", "duplicate top-level key in JSON"),
+    Mutation("A05", "kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            null: x\n"),),
+             f"{format_location(_PARAMETERS)}.null", "parameter named by the YAML null"),
+    Mutation("A05", "kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            true: x\n"),),
+             f"{format_location(_PARAMETERS)}.true", "parameter named by the YAML true"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
     # A98-A102: the parser's limits (reference_runtime/package/limits.py)
@@ -127,6 +150,8 @@ MUTATIONS = (
              (ReplaceText("schema_version: v1\n", "schema_version: 1" + ":59" * 400 + "\n"),),
              "<document>", "base-60 integer of 1201 characters"),
     # Just over each limit, in YAML and in JSON (the values at the limit load: VARIANTS)
+    Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20 + 1),),
+             "<document>", "metadata file of 16 MiB and one byte"),
     Mutation("A99", "kv_decoder", _many_parameters(100_001),
              "<document>", "100,001 nodes"),
     Mutation("A99", "kv_decoder", (*_many_parameters(100_001), AsJson()),
@@ -135,6 +160,9 @@ MUTATIONS = (
              "<document>", "a number 65 levels deep"),
     Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(65))),
              "<document>", "a number 65 levels deep in JSON"),
+    Mutation("A100", "kv_decoder",
+             (AsJson(), ReplaceText(_JSON_END, f'{_JSON_END[:-2]},\n  "x": {_nested(65)}\n}}')),
+             "<document>", "a number 65 levels deep at the end of the document in JSON"),
     Mutation("A100", "kv_decoder", (AsJson(), _json_x(_nested(64, '{"a": 1}'))),
              "<document>", "an object key 65 levels deep in JSON"),
     Mutation("A100", "kv_decoder",
@@ -175,6 +203,7 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    Variant("kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20),), "metadata file of 16 MiB"),
     Variant("kv_decoder", _many_parameters(100_000), "100,000 nodes"),
     Variant("kv_decoder", (*_many_parameters(100_000), AsJson()), "100,000 nodes in JSON"),
     Variant("kv_decoder", (_parameters(text=_STRING),), "parameter string of 1,048,576 characters"),
@@ -189,4 +218,6 @@ VARIANTS = (
     Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
             "parameter integer of 1000 digits tagged int"),
     Variant("kv_decoder", (AsJson(),), "metadata in JSON"),
+    # JSON allows tabs wherever it allows spaces; YAML does not (a YAML parser refuses this)
+    Variant("kv_decoder", (AsJson(), ReplaceText("\n  ", "\n\t", -1)), "metadata in JSON indented with tabs"),
 )  # fmt: skip

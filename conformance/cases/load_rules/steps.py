@@ -416,4 +416,10 @@ VARIANTS = (
                  {"dtype": "int64", "rank": 1, "shape": ["batch"],
                   "batch_layout": {"kind": "request_aligned", "axis": 0}}),),
             "per-row iteration on its request axis 0"),
+    # D37 is about session cells: a case may update an invocation cell without a phi for it
+    Variant("kv_decoder",
+            (Set((*S, 1), _branch("package.once", {"true": SESSION_TAIL})), Delete((*S, 2)),
+             Set((*STATE, "turn_count", "scope"), "invocation"),
+             Delete((*STATE, "turn_count", "session"))),
+            "invocation cell updated in a case without phi"),
 )  # fmt: skip
