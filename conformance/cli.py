@@ -298,12 +298,12 @@ session = None
 for i, request in enumerate(json.loads((here / "requests.json").read_text())):
     inputs = {name: np.load(here / spec["file"]) for name, spec in request["inputs"].items()}
     sid = request.get("session_id")
-    if sid == "new":
-        session = sid = engine.create_session()
-    elif sid == "same":
-        sid = session
     action = request.get("session_action")
     try:
+        if sid == "new":
+            session = sid = engine.create_session()
+        elif sid == "same":
+            sid = session
         if action is not None:  # "reset" or "close": not a run
             getattr(engine, f"{action}_session")(sid)
             print(f"request {i}: session {action}")

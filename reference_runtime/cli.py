@@ -417,6 +417,31 @@ def _requests_file(path: str) -> list:
     return requests
 
 
+def _served_json(item) -> dict:
+    """One served request as the `serve` command prints it."""
+    result = item.result
+    return {
+        "index": item.index,
+        "arrival": item.arrival,
+        "admitted": item.admitted,
+        "finished": item.finished,
+        "slot": item.slot,
+        "tokens": result.tokens[0] if result.tokens else None,
+        "finish_reason": result.finish_reasons[0] if result.finish_reasons else None,
+    }
+
+
+def _step_json(record) -> dict:
+    """One batch step of the `serve --trace` summary."""
+    return {
+        "step": record.step,
+        "slots": list(record.slots),
+        "accepted_len": list(record.accepted_len),
+        "live": record.live,
+        "bodies": record.bodies,
+    }
+
+
 def _serve(args) -> int:
     engine = Engine.from_dir(
         args.package,
@@ -429,7 +454,7 @@ def _serve(args) -> int:
     trace: list = []
     served = engine.serve(requests, slots=slots, trace=trace)  # refuses before anything runs
     for item in served:
-        report = item.to_json()
+        report = _served_json(item)
         if item.result.text is not None:
             report["text"] = item.result.text[0]
         if args.json:
@@ -443,7 +468,7 @@ def _serve(args) -> int:
             )
     summary = {"steps": len(trace), "counters": engine.counters}
     if args.trace:
-        summary["trace"] = [record.to_json() for record in trace]
+        summary["trace"] = [_step_json(record) for record in trace]
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     else:

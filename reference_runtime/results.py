@@ -46,17 +46,6 @@ class ServedResult:
     slot: int
     result: RunResult
 
-    def to_json(self) -> dict:
-        return {
-            "index": self.index,
-            "arrival": self.arrival,
-            "admitted": self.admitted,
-            "finished": self.finished,
-            "slot": self.slot,
-            "tokens": self.result.tokens[0] if self.result.tokens else None,
-            "finish_reason": self.result.finish_reasons[0] if self.result.finish_reasons else None,
-        }
-
 
 class TokenReader:
     """Reads the tokens output (the one whose role is ``tokens``) of a workflow's runs."""

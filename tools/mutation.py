@@ -268,12 +268,10 @@ HAND_WRITTEN = (
     HandWritten(
         "emit_off_by_one",
         "workflow/outputs.py",
-        '        """Row ``r``\'s chunk replaces its stream, is appended to it, or is added as an '
-        'event."""\n',
-        '        """Row ``r``\'s chunk replaces its stream, is appended to it, or is added as an '
-        'event."""\n'
-        "        cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1\n"
-        "        chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)\n",
+        '            if step.mode == "append":\n                streams[r] = _append(',
+        "            cut = chunk_axis if chunk_axis is not None else chunk.ndim - 1\n"
+        "            chunk = np.take(chunk, np.arange(max(0, chunk.shape[cut] - 1)), axis=cut)\n"
+        '            if step.mode == "append":\n                streams[r] = _append(',
         "per-row emits drop the last entry of every chunk they publish",
         (PLAIN, "golden/counting_loop/rows_finish_at_different_times"),
     ),

@@ -16,6 +16,9 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   it alone (whatever shared the batch, whenever it was admitted);
 - ``parity/continuous_batching/<case>``: every pair of the runtime's executors serves the same
   results (with fewer than two executors: against the goldens);
+- a case served under a KV budget (``kv_budget``, for a runtime that also declares
+  ``kv_admission``) runs at most ``holds`` requests at once, and at some step that many, and
+  admits each request of ``fit_at_arrival`` (those that fit at once) at its arrival;
 - ``fail_closed/continuous_batching/<case>``: serving a package whose
   ``model.runtime_configurable.continuous_batching`` is false, or over no slots, is refused
   (H124) before anything is served.
@@ -55,6 +58,13 @@ class BatchCase:
     sources: tuple[Source, ...]
     notes: str
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # Served under this KV budget (the load option of a runtime declaring kv_admission)...
+    kv_budget: int | None = None
+    # ...which holds exactly this many of the requests at once: admission takes a request as
+    # soon as its KV fits, so some step runs this many, and none more...
+    holds: int | None = None
+    # ...and these requests (indices) fit at once: each is admitted at its arrival step.
+    fit_at_arrival: tuple[int, ...] = ()
 
 
 def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
@@ -149,6 +159,23 @@ CASES = (
         _rows("model_io_decoder/greedy_ragged_batch", 0, (1, 0, 2)),
         "the same decoder described by legacy model.io",
     ),
+    BatchCase(
+        "genai_decoder_gqa/kv_budget_holds_two",
+        "genai_decoder_gqa",
+        3,
+        (
+            Source("genai_decoder_gqa/greedy_single", 0, 0, 0),
+            Source("genai_decoder_gqa/greedy_single", 0, 0, 0),
+            Source("genai_decoder_gqa/session_turns", 0, 0, 0),
+        ),
+        "three slots under a KV budget of exactly two 2560-byte requests (4-token prompts, "
+        "6 new tokens), all arriving at step 0: both are admitted at once (their KV fills the "
+        "budget exactly), and the 1792-byte request waits for their KV to be freed though a "
+        "slot is free",
+        kv_budget=2 * 2560,
+        holds=2,
+        fit_at_arrival=(0, 1),
+    ),
 )
 
 
@@ -242,6 +269,23 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
             problems.append(f"step {step}: two requests share a slot ({sorted(here)})")
     if len(spans) > case.slots and len({slot for _, _, slot, _ in spans}) == len(spans):
         problems.append("more requests than slots, yet no slot was reused")
+    if case.holds is not None:
+        most = max(
+            sum(a <= step <= f for a, f, _, _ in spans)
+            for step in range(max(f for _, f, _, _ in spans) + 1)
+        )
+        if most != case.holds:
+            problems.append(
+                f"at most {most} requests ran at once; the KV budget holds exactly {case.holds}"
+            )
+    for s in served:
+        i = s["index"]
+        if i in case.fit_at_arrival and s["admitted"] != case.sources[i].arrival:
+            problems.append(
+                f"request {i} admitted at step {s['admitted']}: its KV fits the budget beside "
+                f"the others admitted before it, so it is admitted at its arrival "
+                f"({case.sources[i].arrival})"
+            )
     return problems
 
 

@@ -738,7 +738,10 @@ def admission_catalogue() -> list[Case]:
 
 def _serve(runtime: Runtime, root: Path, case: batching.BatchCase, executor=None) -> list[dict]:
     path = str(root)
-    handle = runtime.load(path) if executor is None else runtime.load(path, executor=executor)
+    load: dict = {} if executor is None else {"executor": executor}
+    if case.kv_budget is not None:  # only a runtime declaring kv_admission takes options
+        load["options"] = {kv_admission.OPTION: case.kv_budget}
+    handle = runtime.load(path, **load)
     try:
         return runtime.serve(handle, batching.requests(case), case.slots)
     finally:
@@ -869,6 +872,8 @@ def batching_catalogue() -> list[Case]:
         )
     for case in batching.CASES:
         features = (*package_features(load_document(case.package)), "run", batching.FEATURE)
+        if case.kv_budget is not None:
+            features = (*features, kv_admission.FEATURE)
         if "sampled" in case.tags:  # the runtime draws; exact draws for the goldens
             features, sampled = (*features, "sampling"), ("reference_draws",)
         else:

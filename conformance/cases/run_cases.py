@@ -1,7 +1,8 @@
 """Running a :class:`fixtures.generators.cases.RunCase` against any runtime.
 
 Conventions of run-case requests: ``session_id: "new"`` opens a fresh session for the case and
-``"same"`` reuses it; a refusal becomes ``{"error": code}``. A request ``{"session_action":
+``"same"`` reuses it; a refusal (of the run, or of opening the session) becomes ``{"error":
+code}``. A request ``{"session_action":
 "reset" | "close", "session_id": ...}`` is not a run: it resets or closes that session
 (``reset_session`` / ``close_session``), and its result is ``{}`` (or the refusal).
 """
@@ -43,7 +44,12 @@ def run_requests(runtime, handle, case: RunCase) -> list[dict]:
     for request in case.requests:
         request = dict(request)
         if request.get("session_id") == "new":
-            session = runtime.create_session(handle)
+            try:
+                session = runtime.create_session(handle)
+            except Refused as exc:  # a package that cannot hold sessions refuses to open one
+                session = None
+                results.append({"error": exc.code})
+                continue
             request["session_id"] = session
         elif request.get("session_id") == "same":
             request["session_id"] = session

@@ -110,15 +110,6 @@ class StepRecord:
     live: bool
     bodies: int = 0  # how many body runs the step took (one per group of requests)
 
-    def to_json(self) -> dict:
-        return {
-            "step": self.step,
-            "slots": list(self.slots),
-            "accepted_len": list(self.accepted_len),
-            "live": self.live,
-            "bodies": self.bodies,
-        }
-
 
 def _reads(steps) -> set[str]:
     """Every value name the steps read (nested steps included)."""
