@@ -3,7 +3,7 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, GrowFile, Mutation, ReplaceText, Set
+from ..mutations import Delete, GrowFile, Mutation, ReplaceText, Set, Variant
 
 WF = ("pipeline", "workflow")
 # 9**6 list items from a few hundred bytes of aliases
@@ -59,6 +59,16 @@ MUTATIONS = (
              "<document>", "hexadecimal integer of 10 to the 1000"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "v2"),),
+             "schema_version", "schema_version of the next major revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "1.0.1"),),
+             "schema_version", "schema_version of a later patch revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "v0.9"),),
+             "schema_version", "schema_version of an earlier revision"),
+    Mutation("A04", "kv_decoder", (Set(("schema_version",), "version one"),),
+             "schema_version", "schema_version that is no version"),
+    Mutation("A05", "kv_decoder", (Set(("schema_version",), 1),),
+             "schema_version", "schema_version a number"),
     # A98-A102: the parser's limits (reference_runtime/package/limits.py)
     Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 17 * 2**20),),
              "<document>", "metadata file of 17 MiB"),
@@ -79,3 +89,13 @@ MUTATIONS = (
              (ReplaceText("schema_version: v1\n", "schema_version: 1" + ":59" * 400 + "\n"),),
              "<document>", "base-60 integer of 1201 characters"),
 )  # fmt: skip
+
+
+# Valid spellings of the one revision this runtime reads: each still loads.
+VARIANTS = (
+    Variant("kv_decoder", (Set(("schema_version",), "1"),), "schema_version 1"),
+    Variant("kv_decoder", (Set(("schema_version",), "v1.0.0"),), "schema_version v1.0.0"),
+    Variant("kv_decoder", (Set(("schema_version",), "1.0"),), "schema_version 1.0"),
+    Variant("kv_decoder", (Set(("schema_version",), "v1.0"),), "schema_version v1.0"),
+    Variant("kv_decoder", (Delete(("schema_version",)),), "no schema_version"),
+)
