@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, WriteFile
+from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, Variant, WriteFile
 from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
@@ -58,6 +58,37 @@ _DATA = "projector.onnx.data"
 _SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
 _NO_LENGTH = _projector({"location": _DATA, "offset": "0"})
 _NO_LOCATION = _projector({"offset": "0", "length": "16"})
+_IDENTITY_DATA = bytes.fromhex("0000803f00000000000000000000803f")  # float32 [[1, 0], [0, 1]]
+
+
+def _projector_tensor(edit) -> bytes:
+    """The lora projector graph, its initializer ``projection`` changed by ``edit`` (which gets
+    the TensorProto, stored externally as the package stores it)."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    edit(model.graph.initializer[0])
+    return model.SerializeToString()
+
+
+def _inline(raw: bytes | None = None, floats: list | None = None):
+    def edit(tensor):
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        if raw is not None:
+            tensor.raw_data = raw
+        else:
+            tensor.float_data.extend(floats)
+
+    return edit
+
+
+def _dims(*dims):
+    def edit(tensor):
+        del tensor.dims[:]
+        tensor.dims.extend(dims)
+
+    return edit
+
+
 assert onnx.load_from_string(_NO_LOCATION).graph.initializer[0].external_data
 _TIMER = (*COMP, "timer")
 _OVERLAY = (*COMP, "overlay")
@@ -277,6 +308,27 @@ MUTATIONS = (
     Mutation("C105", "lora", (WriteFile("projector.onnx", _NO_LOCATION),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "external data without a location"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "-1", "length": "16"})),),
+             "pipeline.workflow.components.projector.implementation.artifact", "external data offset -1"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0", "length": "16.0"})),),
+             "pipeline.workflow.components.projector.implementation.artifact", "external data length 16.0"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0" * 21, "length": "16"})),),
+             "pipeline.workflow.components.projector.implementation.artifact", "external data offset of 21 digits"),
+    Mutation("C105", "lora", (WriteFile("projector.onnx", _projector_tensor(_dims(-2, -2))),),
+             "pipeline.workflow.components.projector.implementation.artifact", "initializer of negative dimensions"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector_tensor(_inline(raw=_IDENTITY_DATA[:12]))),),
+             "pipeline.workflow.components.projector.implementation.artifact", "inline raw data of 12 bytes for 16"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 1.0]))),),
+             "pipeline.workflow.components.projector.implementation.artifact", "inline float data of 3 values for 4"),
+    # C83: external data past the end of its file
+    Mutation("C83", "lora",
+             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "4", "length": "16"})),),
+             "pipeline.workflow.components.projector.implementation.artifact", "external data from offset 4 past the end of its 16 bytes"),
     # ---------------------------------------------------------------- C92 runtime contracts
     Mutation("C92", "lowered_decoder", (Delete((*DECODER, "contract", "parameters", "pad_token_id")),),
              "pipeline.workflow.components.decoder.contract.parameters", "decode parameter missing"),
@@ -371,4 +423,25 @@ MUTATIONS = (
     Mutation("C23", "kv_decoder", (Set((*COMP, "sampler", "cache_affects_state"), ["grammar"]),),
              "pipeline.workflow.components.sampler.row_scope",
              "cache-affecting state without a row scope"),
+)  # fmt: skip
+
+
+# Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
+VARIANTS = (
+    Variant("lora", (WriteFile("projector.onnx", _projector({"location": _DATA, "length": "16"})),),
+            "external data without an offset"),
+    Variant("lora",
+            (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0" * 20,
+                                                     "length": "16"})),),
+            "external data offset of 20 digits"),
+    Variant("lora",
+            (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "4",
+                                                     "length": "16"})),
+             WriteFile(_DATA, b"\x00" * 4 + _IDENTITY_DATA)),
+            "external data ending at the end of its file"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_inline(raw=_IDENTITY_DATA))),),
+            "inline raw data"),
+    Variant("lora",
+            (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0]))),),
+            "inline float data"),
 )  # fmt: skip
