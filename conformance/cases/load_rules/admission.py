@@ -170,6 +170,16 @@ MUTATIONS = (
              "preprocessing.image.transforms[2].op", "parameter the operation does not take"),
     Mutation("H93", "media", (Delete((*IMAGE_TRANSFORMS, 2, "scale")),),
              "preprocessing.image.transforms[2].op", "rescale without scale"),
+    Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 1, "interpolation"), "lanczos"),),
+             "preprocessing.image.transforms[1].op", "resize interpolation lanczos"),
+    Mutation("H93", "media", (Delete((*IMAGE_TRANSFORMS, 1, "size")),),
+             "preprocessing.image.transforms[1].op", "resize without size"),
+    Mutation("H93", "media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "normalize", "mean": [0.5, 0.5, 0.5]}),),
+             "preprocessing.image.transforms[3].op", "normalize without std"),
+    Mutation("H93", "media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "normalize", "std": [0.5, 0.5, 0.5]}),),
+             "preprocessing.image.transforms[3].op", "normalize without mean"),
+    Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 0, "scale"), 1.0),),
+             "preprocessing.image.transforms[0].op", "decode_rgb given a parameter"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
              "generation.defaults.num_beams", "beam search default"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
@@ -335,8 +345,19 @@ MUTATIONS = (
 )  # fmt: skip
 
 
-# Valid edits of the bare decoders: what lowering accepts at the edge of what it refuses.
+# Valid edits: what lowering and the preprocessing programs accept at the edge of what they
+# refuse.
 VARIANTS = (
+    Variant("media", (Set((*IMAGE_TRANSFORMS, 1, "interpolation"), "nearest"),),
+            "resize interpolation nearest"),
+    Variant("media", (Set((*IMAGE_TRANSFORMS, 1, "interpolation"), "bicubic"),),
+            "resize interpolation bicubic"),
+    Variant("media", (Delete((*IMAGE_TRANSFORMS, 1, "interpolation")),),
+            "resize without interpolation"),
+    Variant("media", (Set((*IMAGE_TRANSFORMS, 1, "mode"), "stretch"),), "resize mode stretch"),
+    Variant("media", (Insert(IMAGE_TRANSFORMS, 3, {"op": "normalize", "mean": [0.5, 0.5, 0.5],
+                                                    "std": [0.5, 0.5, 0.5]}),),
+            "normalize with mean and std"),
     Variant("model_io_decoder", (Set(("model", "io", "kv_layout"), "head_major_bnsh"),),
             "kv_layout head_major_bnsh declared"),
     Variant("model_io_decoder", (Set(("model", "io", "sequence_source"), "token_ids"),),
