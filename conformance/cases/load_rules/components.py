@@ -81,6 +81,19 @@ def _inline(raw: bytes | None = None, floats: list | None = None):
     return edit
 
 
+def _as(data_type: int, dims: list, field: str, values: list):
+    """Replace the initializer by an inline one of another type, its values in ``field``."""
+
+    def edit(tensor):
+        name = tensor.name
+        tensor.Clear()
+        tensor.name, tensor.data_type = name, data_type
+        tensor.dims.extend(dims)
+        getattr(tensor, field).extend(values)
+
+    return edit
+
+
 def _dims(*dims):
     def edit(tensor):
         del tensor.dims[:]
@@ -325,6 +338,9 @@ MUTATIONS = (
     Mutation("C105", "lora",
              (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 1.0]))),),
              "pipeline.workflow.components.projector.implementation.artifact", "inline float data of 3 values for 4"),
+    Mutation("C105", "lora",
+             (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 1]))),),
+             "pipeline.workflow.components.projector.implementation.artifact", "inline int8 data of 3 values for 4"),
     # C83: external data past the end of its file
     Mutation("C83", "lora",
              (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "4", "length": "16"})),),
@@ -444,4 +460,12 @@ VARIANTS = (
     Variant("lora",
             (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0]))),),
             "inline float data"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", []))),),
+            "initializer of no elements"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.STRING, [2], "string_data", [b"a", b"b"]))),),
+            "inline string initializer"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.COMPLEX64, [2], "float_data", [1.0, 0.0, 0.0, 1.0]))),),
+            "inline complex64 initializer"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1]))),),
+            "inline int8 initializer"),
 )  # fmt: skip
