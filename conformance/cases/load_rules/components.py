@@ -37,6 +37,24 @@ _NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
 )
 _UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
 _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
+# ... an operator set ONNX does not define (beyond its newest, or 0), a required operand left
+# empty, a default (initializer) of another rank than its input, an output whose type
+# inference contradicts.
+_OPSET_BEYOND = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 999')
+_OPSET_ZERO = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 0')
+_EMPTY_OPERAND = _NAMED.replace(
+    b'node { input: "count" output: "next" op_type: "Identity" }',
+    b'node { input: "count" input: "" output: "next" op_type: "Add" }',
+)
+_DEFAULT_OF_ANOTHER_RANK = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "count" data_type: 7 dims: 2 int64_data: 1 '
+    b"int64_data: 2 }\n",
+)
+_OUTPUT_TYPE_CONTRADICTED = _NAMED.replace(
+    b'output { name: "next" type { tensor_type { elem_type: 7',
+    b'output { name: "next" type { tensor_type { elem_type: 1',
+)
 # The same graph with a node in ONNX Runtime's contrib domain, which ONNX's checker does not
 # know: an operator ONNX Runtime does not define there, or its Gelu (float) given the
 # attribute of ONNX's own Gelu, which the contrib one does not define.
@@ -300,6 +318,26 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "element type 99"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _OPSET_BEYOND)),
+             "pipeline.workflow.components.counter.implementation.artifact", "ONNX operator set 999"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _OPSET_ZERO)),
+             "pipeline.workflow.components.counter.implementation.artifact", "ONNX operator set 0"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _EMPTY_OPERAND)),
+             "pipeline.workflow.components.counter.implementation.artifact", "required operand left empty"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _DEFAULT_OF_ANOTHER_RANK)),
+             "pipeline.workflow.components.counter.implementation.artifact", "initializer default of another rank than its input"),
+    Mutation("C104", "kv_decoder",
+             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+              WriteFile("policies/counter.onnx.textproto", _OUTPUT_TYPE_CONTRADICTED)),
+             "pipeline.workflow.components.counter.implementation.artifact", "output type inference contradicts"),
     # C125: an operator ONNX Runtime's own schemas refuse (ONNX's checker does not know them)
     Mutation("C125", "kv_decoder",
              (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
@@ -468,4 +506,9 @@ VARIANTS = (
             "inline complex64 initializer"),
     Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1]))),),
             "inline int8 initializer"),
+    Variant("kv_decoder",
+            (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+             WriteFile("policies/counter.onnx.textproto",
+                       _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1'))),
+            "graph of ONNX operator set 1"),
 )  # fmt: skip
