@@ -346,6 +346,22 @@ MUTATIONS = (
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "sequence_source"), "inputs_embeds"),),
              "model.io.sequence_source", "a decoder driven by embeddings"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "encoder_hidden_states_input"), "encoder_states"),),
+             "model.io.encoder_hidden_states_input", "encoder hidden states"),
+    Mutation("H93", "model_io_decoder", (Set(("model", "io", "audio_features_input"), "features"),),
+             "model.io.audio_features_input", "audio features"),
+    Mutation("H93", "model_io_decoder", (Set(("model", "io", "cross_kv_inputs"), ["cross.0.key"]),),
+             "model.io.cross_kv_inputs", "cross-attention KV inputs"),
+    Mutation("H93", "model_io_decoder", (Set(("model", "io", "cross_kv_outputs"), ["cross.0.key"]),),
+             "model.io.cross_kv_outputs", "cross-attention KV outputs"),
+    Mutation("H93", "model_io_decoder", (Set(("model", "io", "kv_ownership"), "shared"),
+                                         Set(("model", "io", "sequence_source"), "token_ids")),
+             "model.io.kv_ownership", "KV owned by another graph beside token ids"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("profiles",), {"chat": {"kind": "generation", "version": "1",
+                                           "outputs": {"tokens": "tokens"}}}),),
+             "profiles", "profiles on a bare model.io decoder"),
 )  # fmt: skip
 
 
