@@ -87,6 +87,28 @@ def _projector_tensor(edit) -> bytes:
     return model.SerializeToString()
 
 
+PROJECTOR = "pipeline.workflow.components.projector.implementation.artifact"
+COUNTER = "pipeline.workflow.components.counter.implementation.artifact"
+
+
+def _stored(**external: str) -> tuple:
+    """The lora projector graph with its initializer's external data entries ``external``."""
+    return (WriteFile("projector.onnx", _projector(external)),)
+
+
+def _tensor(edit) -> tuple:
+    """The lora projector graph with its initializer changed by ``edit``."""
+    return (WriteFile("projector.onnx", _projector_tensor(edit)),)
+
+
+def _counter(text: bytes) -> tuple:
+    """kv_decoder's counter component read from the text-format graph ``text``."""
+    return (
+        Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+        WriteFile("policies/counter.onnx.textproto", text),
+    )
+
+
 def _inline(raw: bytes | None = None, floats: list | None = None):
     def edit(tensor):
         del tensor.external_data[:]
@@ -318,26 +340,14 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "element type 99"),
-    Mutation("C104", "kv_decoder",
-             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-              WriteFile("policies/counter.onnx.textproto", _OPSET_BEYOND)),
-             "pipeline.workflow.components.counter.implementation.artifact", "ONNX operator set 999"),
-    Mutation("C104", "kv_decoder",
-             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-              WriteFile("policies/counter.onnx.textproto", _OPSET_ZERO)),
-             "pipeline.workflow.components.counter.implementation.artifact", "ONNX operator set 0"),
-    Mutation("C104", "kv_decoder",
-             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-              WriteFile("policies/counter.onnx.textproto", _EMPTY_OPERAND)),
-             "pipeline.workflow.components.counter.implementation.artifact", "required operand left empty"),
-    Mutation("C104", "kv_decoder",
-             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-              WriteFile("policies/counter.onnx.textproto", _DEFAULT_OF_ANOTHER_RANK)),
-             "pipeline.workflow.components.counter.implementation.artifact", "initializer default of another rank than its input"),
-    Mutation("C104", "kv_decoder",
-             (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-              WriteFile("policies/counter.onnx.textproto", _OUTPUT_TYPE_CONTRADICTED)),
-             "pipeline.workflow.components.counter.implementation.artifact", "output type inference contradicts"),
+    Mutation("C104", "kv_decoder", _counter(_OPSET_BEYOND), COUNTER, "ONNX operator set 999"),
+    Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
+    Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
+             "required operand left empty"),
+    Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
+             "initializer default of another rank than its input"),
+    Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
+             "output type inference contradicts"),
     # C125: an operator ONNX Runtime's own schemas refuse (ONNX's checker does not know them)
     Mutation("C125", "kv_decoder",
              (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
@@ -359,30 +369,23 @@ MUTATIONS = (
     Mutation("C105", "lora", (WriteFile("projector.onnx", _NO_LOCATION),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "external data without a location"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "-1", "length": "16"})),),
-             "pipeline.workflow.components.projector.implementation.artifact", "external data offset -1"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0", "length": "16.0"})),),
-             "pipeline.workflow.components.projector.implementation.artifact", "external data length 16.0"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0" * 21, "length": "16"})),),
-             "pipeline.workflow.components.projector.implementation.artifact", "external data offset of 21 digits"),
-    Mutation("C105", "lora", (WriteFile("projector.onnx", _projector_tensor(_dims(-2, -2))),),
-             "pipeline.workflow.components.projector.implementation.artifact", "initializer of negative dimensions"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector_tensor(_inline(raw=_IDENTITY_DATA[:12]))),),
-             "pipeline.workflow.components.projector.implementation.artifact", "inline raw data of 12 bytes for 16"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 1.0]))),),
-             "pipeline.workflow.components.projector.implementation.artifact", "inline float data of 3 values for 4"),
-    Mutation("C105", "lora",
-             (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 1]))),),
-             "pipeline.workflow.components.projector.implementation.artifact", "inline int8 data of 3 values for 4"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="-1", length="16"), PROJECTOR,
+             "external data offset -1"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="0", length="16.0"), PROJECTOR,
+             "external data length 16.0"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="0" * 21, length="16"), PROJECTOR,
+             "external data offset of 21 digits"),
+    Mutation("C105", "lora", _tensor(_dims(-2, -2)), PROJECTOR,
+             "initializer of negative dimensions"),
+    Mutation("C105", "lora", _tensor(_inline(raw=_IDENTITY_DATA[:12])), PROJECTOR,
+             "inline raw data of 12 bytes for 16"),
+    Mutation("C105", "lora", _tensor(_inline(floats=[1.0, 0.0, 1.0])), PROJECTOR,
+             "inline float data of 3 values for 4"),
+    Mutation("C105", "lora", _tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 1])),
+             PROJECTOR, "inline int8 data of 3 values for 4"),
     # C83: external data past the end of its file
-    Mutation("C83", "lora",
-             (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "4", "length": "16"})),),
-             "pipeline.workflow.components.projector.implementation.artifact", "external data from offset 4 past the end of its 16 bytes"),
+    Mutation("C83", "lora", _stored(location=_DATA, offset="4", length="16"), PROJECTOR,
+             "external data from offset 4 past the end of its 16 bytes"),
     # ---------------------------------------------------------------- C92 runtime contracts
     Mutation("C92", "lowered_decoder", (Delete((*DECODER, "contract", "parameters", "pad_token_id")),),
              "pipeline.workflow.components.decoder.contract.parameters", "decode parameter missing"),
@@ -482,33 +485,23 @@ MUTATIONS = (
 
 # Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
 VARIANTS = (
-    Variant("lora", (WriteFile("projector.onnx", _projector({"location": _DATA, "length": "16"})),),
-            "external data without an offset"),
-    Variant("lora",
-            (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "0" * 20,
-                                                     "length": "16"})),),
+    Variant("lora", _stored(location=_DATA, length="16"), "external data without an offset"),
+    Variant("lora", _stored(location=_DATA, offset="0" * 20, length="16"),
             "external data offset of 20 digits"),
-    Variant("lora",
-            (WriteFile("projector.onnx", _projector({"location": _DATA, "offset": "4",
-                                                     "length": "16"})),
-             WriteFile(_DATA, b"\x00" * 4 + _IDENTITY_DATA)),
+    Variant("lora", (*_stored(location=_DATA, offset="4", length="16"),
+                     WriteFile(_DATA, b"\x00" * 4 + _IDENTITY_DATA)),
             "external data ending at the end of its file"),
-    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_inline(raw=_IDENTITY_DATA))),),
-            "inline raw data"),
-    Variant("lora",
-            (WriteFile("projector.onnx", _projector_tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0]))),),
-            "inline float data"),
-    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", []))),),
+    Variant("lora", _tensor(_inline(raw=_IDENTITY_DATA)), "inline raw data"),
+    Variant("lora", _tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0])), "inline float data"),
+    Variant("lora", _tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", [])),
             "initializer of no elements"),
-    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.STRING, [2], "string_data", [b"a", b"b"]))),),
+    Variant("lora", _tensor(_as(onnx.TensorProto.STRING, [2], "string_data", [b"a", b"b"])),
             "inline string initializer"),
-    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.COMPLEX64, [2], "float_data", [1.0, 0.0, 0.0, 1.0]))),),
+    Variant("lora", _tensor(_as(onnx.TensorProto.COMPLEX64, [2], "float_data", [1.0, 0, 0, 1.0])),
             "inline complex64 initializer"),
-    Variant("lora", (WriteFile("projector.onnx", _projector_tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1]))),),
+    Variant("lora", _tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1])),
             "inline int8 initializer"),
     Variant("kv_decoder",
-            (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
-             WriteFile("policies/counter.onnx.textproto",
-                       _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1'))),
+            _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1')),
             "graph of ONNX operator set 1"),
 )  # fmt: skip
