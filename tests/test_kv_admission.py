@@ -345,6 +345,8 @@ def test_the_cases_are_catalogued():
         "kv_admission/arithmetic_decoder/request_axis_no_input_declares",
         "kv_admission/counting_loop/zero_budget_without_kv",
         "kv_admission/genai_decoder_gqa/session_overflow",
+        "kv_admission/speculative_block/verification_capacity",
+        "kv_admission/speculative_lowered/verification_capacity",
     ]
 
 

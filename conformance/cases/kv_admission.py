@@ -43,6 +43,13 @@ def gqa_bytes(positions: int) -> int:
     return 4 * (4 * 2 * positions * 8)
 
 
+def speculative_bytes(rows: int, width: int, new: int) -> int:
+    """``speculative_block``'s and ``speculative_lowered``'s KV: two float32 cells ``[rows, 1, S, 1]`` that the speculative
+    block verifies into and rolls back, so ``S = width + 1 + (K + 1) * new`` with ``K``, the
+    package's ``max_proposal_width``, 4 (docs/speculative.md)."""
+    return 2 * 4 * rows * (width + 1 + 5 * new)
+
+
 @dataclass(frozen=True)
 class AdmissionCase:
     id: str
@@ -171,6 +178,35 @@ CASES = (
         "new tokens and max_new_tokens overflow it is refused, and the next turn continues the "
         "session as if the refused one had never been sent",
         tags=("session",),
+    ),
+    *(
+        AdmissionCase(
+            id=f"{package}/verification_capacity",
+            package=package,
+            budget=speculative_bytes(1, 3, 4),
+            requests=(
+                _request([[3, 1, 4]], 4),  # 8 x (3 + 1 + 5 x 4) = 192: exactly the budget
+                _request([[3, 1, 4]], 5),  # 232: one new token more is 5 positions more
+                _request([[3, 1, 4], [2, 7, 1]], 4),  # 384: a second row
+                _request([[3, 1, 4, 1, 5, 9, 2, 6]], 3),  # 8 x (8 + 1 + 5 x 3) = 192: exactly
+                _request([[3, 1, 4, 1, 5, 9, 2, 6, 5]], 3),  # one prompt token more
+            ),
+            refused=(1, 2, 4),
+            formula=True,
+            notes=f"budget {speculative_bytes(1, 3, 4)} bytes: the target's and the draft's "
+            "caches (float32 [batch, 1, S, 1] each) are rolled back by the speculative block "
+            f"({rollback}), so each holds W + 1 + (K + 1) x max_new_tokens positions (K = "
+            "max_proposal_width 4), not W + max_new_tokens: one row of 3 prompt tokens and 4 "
+            "new ones, or of 8 and 3, fit exactly",
+            tags=("speculative",),
+        )
+        for package, rollback in (
+            ("speculative_block", "rollback_state names both cells"),
+            (
+                "speculative_lowered",
+                "rollback_state names the target's service group and the draft's cell",
+            ),
+        )
     ),
 )
 

@@ -171,6 +171,9 @@ def plan(folder: DecoderFolder, request: dict) -> Plan:
             f"undeclared input(s) {', '.join(map(repr, unknown))}: a decoder folder's requests "
             f"take {', '.join(sorted(REQUEST_INPUTS))}",
         )
+    if {"request.prompt_lengths", "prompt_lengths"} <= set(inputs):
+        raise Refused("run", "the rows' lengths were given twice (request.prompt_lengths and "
+                      "its source name prompt_lengths)")  # fmt: skip
     prompts = _prompts(request.get("prompt"), inputs)
     n = len(prompts)
     greedy = request.get("greedy", True)
@@ -221,10 +224,13 @@ def _prompts(prompt, inputs: dict) -> list[list[int]]:
             raise Refused("run", "request.prompt_tokens must be int64 [batch, width]")
         lengths = inputs.get("request.prompt_lengths", inputs.get("prompt_lengths", -1))
         lengths = _per_row("request.prompt_lengths", lengths, tokens.shape[0])
-        return [
+        rows = [
             [int(t) for t in row[: (int(k) if k >= 0 else len(row))]]
             for row, k in zip(tokens, lengths, strict=True)
         ]
+        if not rows or not all(rows):
+            raise Refused("run", "request.prompt_tokens holds a row without tokens")
+        return rows
     if "request.prompt_tokens" in inputs:
         raise Refused("run", "the prompt was given twice (prompt and request.prompt_tokens)")
     if isinstance(prompt, str) or not isinstance(prompt, list | tuple):

@@ -344,9 +344,10 @@ class InputBinder:
     # ------------------------------------------------------------------ binding
 
     def bind(self, request: Request) -> Bound:
+        """The request's values for the workflow's inputs. Its keywords and input names have
+        been checked (``check_keywords``, ``check_names``: ``Engine._checked``, before the
+        prompt is prepared, which adds no name a request could not supply)."""
         wf = self.wf
-        self.check_keywords(request)
-        self.check_names(request)  # every missing and undeclared input at once
         supplied = dict(request.inputs or {})
         direct: dict[str, np.ndarray] = {}
         scalars: dict[str, object] = {}  # name -> Python value to materialise (pass 2)
@@ -396,7 +397,7 @@ class InputBinder:
             contract = wf.inputs[name].contract
             check(name, direct[name], contract, symbols, f"input {name!r}")
             axis = contract.request_axis
-            if batch is None and axis is not None and direct[name].ndim > axis:
+            if batch is None and axis is not None:  # axis < rank (B07), the value's rank
                 batch = int(direct[name].shape[axis])
         values = dict(direct)
         for name in sorted(scalars):

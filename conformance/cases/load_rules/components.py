@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, WriteFile
+from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, Variant, WriteFile
 from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
@@ -37,6 +37,24 @@ _NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
 )
 _UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
 _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
+# ... an operator set ONNX does not define (beyond its newest, or 0), a required operand left
+# empty, a default (initializer) of another rank than its input, an output whose type
+# inference contradicts.
+_OPSET_BEYOND = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 999')
+_OPSET_ZERO = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 0')
+_EMPTY_OPERAND = _NAMED.replace(
+    b'node { input: "count" output: "next" op_type: "Identity" }',
+    b'node { input: "count" input: "" output: "next" op_type: "Add" }',
+)
+_DEFAULT_OF_ANOTHER_RANK = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "count" data_type: 7 dims: 2 int64_data: 1 '
+    b"int64_data: 2 }\n",
+)
+_OUTPUT_TYPE_CONTRADICTED = _NAMED.replace(
+    b'output { name: "next" type { tensor_type { elem_type: 7',
+    b'output { name: "next" type { tensor_type { elem_type: 1',
+)
 # The same graph with a node in ONNX Runtime's contrib domain, which ONNX's checker does not
 # know: an operator ONNX Runtime does not define there, or its Gelu (float) given the
 # attribute of ONNX's own Gelu, which the contrib one does not define.
@@ -58,6 +76,72 @@ _DATA = "projector.onnx.data"
 _SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
 _NO_LENGTH = _projector({"location": _DATA, "offset": "0"})
 _NO_LOCATION = _projector({"offset": "0", "length": "16"})
+_IDENTITY_DATA = bytes.fromhex("0000803f00000000000000000000803f")  # float32 [[1, 0], [0, 1]]
+
+
+def _projector_tensor(edit) -> bytes:
+    """The lora projector graph, its initializer ``projection`` changed by ``edit`` (which gets
+    the TensorProto, stored externally as the package stores it)."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    edit(model.graph.initializer[0])
+    return model.SerializeToString()
+
+
+PROJECTOR = "pipeline.workflow.components.projector.implementation.artifact"
+COUNTER = "pipeline.workflow.components.counter.implementation.artifact"
+
+
+def _stored(**external: str) -> tuple:
+    """The lora projector graph with its initializer's external data entries ``external``."""
+    return (WriteFile("projector.onnx", _projector(external)),)
+
+
+def _tensor(edit) -> tuple:
+    """The lora projector graph with its initializer changed by ``edit``."""
+    return (WriteFile("projector.onnx", _projector_tensor(edit)),)
+
+
+def _counter(text: bytes) -> tuple:
+    """kv_decoder's counter component read from the text-format graph ``text``."""
+    return (
+        Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
+        WriteFile("policies/counter.onnx.textproto", text),
+    )
+
+
+def _inline(raw: bytes | None = None, floats: list | None = None):
+    def edit(tensor):
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        if raw is not None:
+            tensor.raw_data = raw
+        else:
+            tensor.float_data.extend(floats)
+
+    return edit
+
+
+def _as(data_type: int, dims: list, field: str, values: list):
+    """Replace the initializer by an inline one of another type, its values in ``field``."""
+
+    def edit(tensor):
+        name = tensor.name
+        tensor.Clear()
+        tensor.name, tensor.data_type = name, data_type
+        tensor.dims.extend(dims)
+        getattr(tensor, field).extend(values)
+
+    return edit
+
+
+def _dims(*dims):
+    def edit(tensor):
+        del tensor.dims[:]
+        tensor.dims.extend(dims)
+
+    return edit
+
+
 assert onnx.load_from_string(_NO_LOCATION).graph.initializer[0].external_data
 _TIMER = (*COMP, "timer")
 _OVERLAY = (*COMP, "overlay")
@@ -262,6 +346,14 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "element type 99"),
+    Mutation("C104", "kv_decoder", _counter(_OPSET_BEYOND), COUNTER, "ONNX operator set 999"),
+    Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
+    Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
+             "required operand left empty"),
+    Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
+             "initializer default of another rank than its input"),
+    Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
+             "output type inference contradicts"),
     # C125: an operator ONNX Runtime's own schemas refuse (ONNX's checker does not know them)
     Mutation("C125", "kv_decoder",
              (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
@@ -288,6 +380,23 @@ MUTATIONS = (
     Mutation("C105", "lora", (WriteFile("projector.onnx", _NO_LOCATION),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "external data without a location"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="-1", length="16"), PROJECTOR,
+             "external data offset -1"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="0", length="16.0"), PROJECTOR,
+             "external data length 16.0"),
+    Mutation("C105", "lora", _stored(location=_DATA, offset="0" * 21, length="16"), PROJECTOR,
+             "external data offset of 21 digits"),
+    Mutation("C105", "lora", _tensor(_dims(-2, -2)), PROJECTOR,
+             "initializer of negative dimensions"),
+    Mutation("C105", "lora", _tensor(_inline(raw=_IDENTITY_DATA[:12])), PROJECTOR,
+             "inline raw data of 12 bytes for 16"),
+    Mutation("C105", "lora", _tensor(_inline(floats=[1.0, 0.0, 1.0])), PROJECTOR,
+             "inline float data of 3 values for 4"),
+    Mutation("C105", "lora", _tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 1])),
+             PROJECTOR, "inline int8 data of 3 values for 4"),
+    # C83: external data past the end of its file
+    Mutation("C83", "lora", _stored(location=_DATA, offset="4", length="16"), PROJECTOR,
+             "external data from offset 4 past the end of its 16 bytes"),
     # ---------------------------------------------------------------- C92 runtime contracts
     Mutation("C92", "lowered_decoder", (Delete((*DECODER, "contract", "parameters", "pad_token_id")),),
              "pipeline.workflow.components.decoder.contract.parameters", "decode parameter missing"),
@@ -382,4 +491,28 @@ MUTATIONS = (
     Mutation("C23", "kv_decoder", (Set((*COMP, "sampler", "cache_affects_state"), ["grammar"]),),
              "pipeline.workflow.components.sampler.row_scope",
              "cache-affecting state without a row scope"),
+)  # fmt: skip
+
+
+# Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
+VARIANTS = (
+    Variant("lora", _stored(location=_DATA, length="16"), "external data without an offset"),
+    Variant("lora", _stored(location=_DATA, offset="0" * 20, length="16"),
+            "external data offset of 20 digits"),
+    Variant("lora", (*_stored(location=_DATA, offset="4", length="16"),
+                     WriteFile(_DATA, b"\x00" * 4 + _IDENTITY_DATA)),
+            "external data ending at the end of its file"),
+    Variant("lora", _tensor(_inline(raw=_IDENTITY_DATA)), "inline raw data"),
+    Variant("lora", _tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0])), "inline float data"),
+    Variant("lora", _tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", [])),
+            "initializer of no elements"),
+    Variant("lora", _tensor(_as(onnx.TensorProto.STRING, [2], "string_data", [b"a", b"b"])),
+            "inline string initializer"),
+    Variant("lora", _tensor(_as(onnx.TensorProto.COMPLEX64, [2], "float_data", [1.0, 0, 0, 1.0])),
+            "inline complex64 initializer"),
+    Variant("lora", _tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1])),
+            "inline int8 initializer"),
+    Variant("kv_decoder",
+            _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1')),
+            "graph of ONNX operator set 1"),
 )  # fmt: skip

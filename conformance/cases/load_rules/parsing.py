@@ -130,6 +130,16 @@ MUTATIONS = (
              f"{format_location(_PARAMETERS)}.true", "parameter named by the YAML true"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "v2"),),
+             "schema_version", "schema_version of the next major revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "1.0.1"),),
+             "schema_version", "schema_version of a later patch revision"),
+    Mutation("A94", "kv_decoder", (Set(("schema_version",), "v0.9"),),
+             "schema_version", "schema_version of an earlier revision"),
+    Mutation("A04", "kv_decoder", (Set(("schema_version",), "version one"),),
+             "schema_version", "schema_version that is no version"),
+    Mutation("A05", "kv_decoder", (Set(("schema_version",), 1),),
+             "schema_version", "schema_version a number"),
     # A98-A102: the parser's limits (reference_runtime/package/limits.py)
     Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 17 * 2**20),),
              "<document>", "metadata file of 17 MiB"),
@@ -203,21 +213,45 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
-    Variant("kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20),), "metadata file of 16 MiB"),
+    Variant(
+        "kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20),), "metadata file of 16 MiB"
+    ),
     Variant("kv_decoder", _many_parameters(100_000), "100,000 nodes"),
     Variant("kv_decoder", (*_many_parameters(100_000), AsJson()), "100,000 nodes in JSON"),
     Variant("kv_decoder", (_parameters(text=_STRING),), "parameter string of 1,048,576 characters"),
-    Variant("kv_decoder", (_parameters(text=_STRING), AsJson()),
-            "parameter string of 1,048,576 characters in JSON"),
+    Variant(
+        "kv_decoder",
+        (_parameters(text=_STRING), AsJson()),
+        "parameter string of 1,048,576 characters in JSON",
+    ),
     Variant("kv_decoder", (_parameters(**{_STRING: 1}),), "parameter name of 1,048,576 characters"),
     Variant("kv_decoder", (_parameters(width=_DIGITS_1000),), "parameter integer of 1000 digits"),
-    Variant("kv_decoder", (_parameters(width=-_DIGITS_1000), AsJson()),
-            "negative parameter integer of 1000 digits in JSON"),
-    Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: 1.{'0' * 998}\n"),),
-            "parameter number of 1000 characters"),
-    Variant("kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
-            "parameter integer of 1000 digits tagged int"),
+    Variant(
+        "kv_decoder",
+        (_parameters(width=-_DIGITS_1000), AsJson()),
+        "negative parameter integer of 1000 digits in JSON",
+    ),
+    Variant(
+        "kv_decoder",
+        (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: 1.{'0' * 998}\n"),),
+        "parameter number of 1000 characters",
+    ),
+    Variant(
+        "kv_decoder",
+        (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
+        "parameter integer of 1000 digits tagged int",
+    ),
     Variant("kv_decoder", (AsJson(),), "metadata in JSON"),
     # JSON allows tabs wherever it allows spaces; YAML does not (a YAML parser refuses this)
-    Variant("kv_decoder", (AsJson(), ReplaceText("\n  ", "\n\t", -1)), "metadata in JSON indented with tabs"),
-)  # fmt: skip
+    Variant(
+        "kv_decoder",
+        (AsJson(), ReplaceText("\n  ", "\n\t", -1)),
+        "metadata in JSON indented with tabs",
+    ),
+    # valid spellings of the one revision this runtime reads
+    Variant("kv_decoder", (Set(("schema_version",), "1"),), "schema_version 1"),
+    Variant("kv_decoder", (Set(("schema_version",), "v1.0.0"),), "schema_version v1.0.0"),
+    Variant("kv_decoder", (Set(("schema_version",), "1.0"),), "schema_version 1.0"),
+    Variant("kv_decoder", (Set(("schema_version",), "v1.0"),), "schema_version v1.0"),
+    Variant("kv_decoder", (Delete(("schema_version",)),), "no schema_version"),
+)
