@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases.load_rules import BASES, MUTATIONS
+from conformance.cases.catalogue import catalogue
+from conformance.cases.load_rules import BASES, MUTATIONS, VARIANTS
 from fixtures import package_path
 from reference_runtime.package import validate_package
 from reference_runtime.package.rules.catalogue import LOAD_RULES, RULES
@@ -14,6 +15,24 @@ from reference_runtime.package.rules.enforcement import Site, describe, enforcem
 @pytest.mark.parametrize("base", BASES)
 def test_base_package_is_valid(base):
     assert validate_package(package_path(base)) == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.ident)
+def test_variant_is_valid(variant, tmp_path):
+    violations = validate_package(variant.materialise(tmp_path))
+    assert violations == [], "\n".join(map(str, violations))
+
+
+def test_variants_are_valid_edits_of_known_bases_each_named_once():
+    assert {v.base for v in VARIANTS} <= set(BASES)
+    assert all(v.ops for v in VARIANTS)
+    idents = [v.ident for v in VARIANTS]
+    assert len(idents) == len(set(idents)), sorted(i for i in idents if idents.count(i) > 1)
+
+
+def test_case_ids_are_unique():
+    ids = [case.id for case in catalogue()]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.ident)
