@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, WriteFile
+from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, Variant, WriteFile
 from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
@@ -382,4 +382,12 @@ MUTATIONS = (
     Mutation("C23", "kv_decoder", (Set((*COMP, "sampler", "cache_affects_state"), ["grammar"]),),
              "pipeline.workflow.components.sampler.row_scope",
              "cache-affecting state without a row scope"),
+)  # fmt: skip
+
+VARIANTS = (
+    # C18 from the valid side: the manifest may pin a supported adapter ABI that no component
+    # uses (only an unsupported pin is refused)
+    Variant("kv_decoder",
+            (Set(("pipeline", "workflow", "manifest", "adapter_abis"), {"onnx-genai.telemetry": "1"}),),
+            "supported adapter ABI pinned but unused"),
 )  # fmt: skip
