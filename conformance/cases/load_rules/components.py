@@ -515,4 +515,9 @@ VARIANTS = (
     Variant("kv_decoder",
             _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1')),
             "graph of ONNX operator set 1"),
+    # C18 from the valid side: the manifest may pin a supported adapter ABI that no component
+    # uses (only an unsupported pin is refused)
+    Variant("kv_decoder",
+            (Set(("pipeline", "workflow", "manifest", "adapter_abis"), {"onnx-genai.telemetry": "1"}),),
+            "supported adapter ABI pinned but unused"),
 )  # fmt: skip

@@ -3,7 +3,7 @@ Mirrors ``reference_runtime/package/rules/speculative.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Set, Variant
+from ..mutations import Delete, Insert, Mutation, Set, Variant, load_document
 
 SP = ("speculative",)
 PE = (*SP, "proposal_execution")
@@ -125,6 +125,11 @@ MUTATIONS = (
               Delete(("pipeline", "workflow", "steps", 2, "steps", 0, "inputs", "carry"))),
              f"{SPC}.ports.inputs", "folded carry without the component's carry port"),
     # F117: valid, but not run by this runtime's speculative executor
+    Mutation("F117", "speculative_block",
+             (Set((*SPN[:-1], "speculate_again"),
+                  load_document("speculative_block")["pipeline"]["workflow"]["components"]["speculate"]),),
+             "pipeline.workflow.components.speculate_again.contract.id",
+             "a second speculative-block component"),
     Mutation("F117", "speculative_block",
              (Set((*SP, "vocabulary"), {"kind": "mapped", "artifact": "target/model.onnx"}),),
              "speculative.vocabulary.kind", "mapped vocabulary"),
