@@ -346,7 +346,9 @@ class Interpreter:
     def branch(self, step: BranchStep, frame: Frame) -> None:
         """The predicate (one bool or int64 value) picks the case whose key it spells (else the
         default); the case runs on a copy of the values; afterwards only the phi outputs (and
-        what the case emitted) leave it."""
+        what the case emitted) leave it. A session cell a case carries leaves it through the phi
+        of its own name (rule D37; values are single-assignment, D29), so the cell's name holds
+        its final value after the branch, as it does after a loop."""
         where = format_location(step.path)
         pred = to_host(self.read(frame, step.predicate, f"{where}.predicate"), self.counters)
         if pred.size != 1:
@@ -373,8 +375,6 @@ class Interpreter:
             if source is None:
                 raise RunError("D43", f"{where}: phi {name!r} has no source for case {key!r}")
             exported[name] = self.read(frame, source, f"{where}: phi {name!r}")
-            if source in self.wf.state and frame.final_refs.get(source) == source:
-                frame.final_refs[source] = name
         frame.values = saved
         frame.values.update(exported)
 
