@@ -456,6 +456,8 @@ VARIANTS = (
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("model", "context_length"), 1),)),),
             "context_length 1"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("search",)),)),),
+            "no search section"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
                                             Set(("search", "max_length"), 0))),),
