@@ -72,19 +72,20 @@ def _genai(edit, location: str, note: str) -> Mutation:
     )
 
 
-def split_axis_decoder() -> bytes:
-    """A decoder graph for the genai_decoder folder (its names, one layer) whose past value
-    puts the sequence on axis 3, the past key on axis 2: one KV cache cannot hold both."""
+def kv_decoder_graph(past: dict, value_type: int = TensorProto.FLOAT) -> bytes:
+    """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
+    the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
+    ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``."""
     info = helper.make_tensor_value_info
-    past = {"key": ["batch", 4, "past_sequence", 8], "value": ["batch", 4, 8, "past_sequence"]}
-    present = {"key": ["batch", 4, "total_sequence", 8],
-               "value": ["batch", 4, 8, "total_sequence"]}  # fmt: skip
+    present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
+               for k, dims in past.items()}  # fmt: skip
+    types = {"key": TensorProto.FLOAT, "value": value_type}
     inputs = [info(n, TensorProto.INT64, ["batch", s])
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
-    inputs += [info(f"past_key_values.0.{k}", TensorProto.FLOAT, d) for k, d in past.items()]
+    inputs += [info(f"past_key_values.0.{k}", types[k], d) for k, d in past.items()]
     outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
-    outputs += [info(f"present.0.{k}", TensorProto.FLOAT, d) for k, d in present.items()]
+    outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
@@ -94,9 +95,22 @@ def split_axis_decoder() -> bytes:
     ]
     constants = [helper.make_tensor("last", TensorProto.INT64, [1], [2]),
                  helper.make_tensor("vocab", TensorProto.INT64, [3], [1, 1, 96])]  # fmt: skip
-    graph = helper.make_graph(nodes, "split_axis", inputs, outputs, initializer=constants)
+    graph = helper.make_graph(nodes, "kv_decoder", inputs, outputs, initializer=constants)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     return model.SerializeToString()
+
+
+def split_axis_decoder() -> bytes:
+    """The past value puts the sequence on axis 3, the past key on axis 2: one KV cache cannot
+    hold both."""
+    return kv_decoder_graph(
+        {"key": ["batch", 4, "past_sequence", 8], "value": ["batch", 4, 8, "past_sequence"]}
+    )
+
+
+HEAD_MAJOR = ["batch", 4, "past_sequence", 8]
+BATCH_SECOND = [4, "batch", "past_sequence", 8]
+SEQUENCE_MAJOR = ["batch", "past_sequence", 4, 8]
 
 
 # The projector with its initializer stored outside the package.
@@ -377,6 +391,25 @@ MUTATIONS = (
     Mutation("H91", "model_io_decoder",
              (Set(("package", "tokenizer", "special_tokens", "pad", "id"), 96),),
              "package.tokenizer.special_tokens.pad.id", "pad id past the vocabulary"),
+    Mutation("H91", "genai_decoder",
+             (WriteFile("model.onnx",
+                        kv_decoder_graph({"key": BATCH_SECOND, "value": BATCH_SECOND})),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV inputs with the batch off axis 0"),
+    Mutation("H91", "genai_decoder",
+             (WriteFile("model.onnx", kv_decoder_graph(
+                 {"key": ["batch", "heads", "past_sequence", 8], "value": HEAD_MAJOR})),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV input with a symbolic head count"),
+    Mutation("H91", "genai_decoder",
+             (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
+                                                       TensorProto.FLOAT16)),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV inputs of two dtypes"),
+    Mutation("H91", "model_io_decoder",
+             (WriteFile("model.onnx",
+                        kv_decoder_graph({"key": SEQUENCE_MAJOR, "value": SEQUENCE_MAJOR})),),
+             "model.io.kv_inputs", "KV sequence-major where model.io means head-major"),
     # search is optional: a folder without it is read on, to its broken tokenizer
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
@@ -474,6 +507,8 @@ VARIANTS = (
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("model", "context_length"), 1),)),),
             "context_length 1"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("search",)),)),),
+            "no search section"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
                                             Set(("search", "max_length"), 0))),),
