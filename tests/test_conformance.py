@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conformance.cases.catalogue import MIN_CASES, catalogue, package_features
-from conformance.cases.load_rules import BASES
+from conformance.cases.load_rules import BASES, VARIANTS
 from conformance.cases.mutations import load_document
 from conformance.certify import (
     Problem,
@@ -84,7 +84,7 @@ def test_certify_reference_writes_reports(tmp_path, capsys):
     code = main(["certify", "--runtime", "reference", *SUITE, "--report-dir", str(tmp_path)])
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
-    n = len(BASES)
+    n = len(BASES) + len(VARIANTS)
     assert report["summary"] == {"passed": n}
     assert report["described"]["name"] == "reference:ort"
     assert {"python", "numpy", "onnx", "onnxruntime"} <= set(report["versions"])
@@ -95,7 +95,7 @@ def test_certify_reference_writes_reports(tmp_path, capsys):
 def test_certify_through_the_json_lines_transport(tmp_path):
     spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
     header, results = certify(spec, {}, 2, {"acceptance"}, progress=False)
-    assert [r.status for r in results] == ["passed"] * len(BASES)
+    assert [r.status for r in results] == ["passed"] * (len(BASES) + len(VARIANTS))
     assert header["described"]["name"] == "reference:ort"
 
 
