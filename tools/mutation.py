@@ -1801,7 +1801,11 @@ def _main(args) -> int:
     finally:
         ws.close()
     done_outcomes = [outcomes[i] for i in sorted(outcomes)]
-    stale = sorted(set(equivalent) - {m.id for m in everything})
+    # an entry is stale when its module was mutated and no mutant has its id (entries of
+    # modules outside the targets, such as executors/, are judged by a run that targets them)
+    mutated = {m.id.split("::", 1)[0] for m in everything}
+    ids = {m.id for m in everything}
+    stale = sorted(e for e in equivalent if e.split("::", 1)[0] in mutated and e not in ids)
     header = {
         "targets": list(targets),
         "operators": list(operators),
