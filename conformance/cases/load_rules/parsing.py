@@ -83,6 +83,12 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].continue_when", "loop without continue_when"),
     Mutation("A04", "kv_decoder", (Set((*WF, "steps", 2, "kind"), "transfer"),),
              "pipeline.workflow.steps[2].kind", "authored transfer step"),
+    # a refused value too long to quote whole is still refused with its own code
+    Mutation("A04", "kv_decoder", (Set((*WF, "steps", 2, "kind"), "transfer_" * 9),),
+             "pipeline.workflow.steps[2].kind", "step kind of 81 characters"),
+    Mutation("A05", "kv_decoder",
+             (Set((*WF, "inputs", "request.seed", "contract", "rank"), "one" * 27),),
+             'pipeline.workflow.inputs["request.seed"].contract.rank', "rank a string of 81 characters"),
     # output roles are upstream's (tokens, text, image, video, audio, tensor, event)
     Mutation("A04", "static_cache", (Set((*WF, "outputs", "logits", "role"), "logits"),),
              "pipeline.workflow.outputs.logits.role", "output role logits"),
