@@ -482,6 +482,18 @@ MUTATIONS = (
              (Set((*COMP, "batch", "contract", "parameters", "max_slots"), 0),),
              "pipeline.workflow.components.batch.contract.parameters.max_slots",
              "no batch slots"),
+    Mutation("C121", "lowered_decoder",
+             (Set((*COMP, "batch", "contract", "parameters", "max_slots"), True),),
+             "pipeline.workflow.components.batch.contract.parameters.max_slots",
+             "batch slots given as a boolean"),
+    Mutation("C121", "lowered_decoder",
+             (Set((*COMP, "batch", "contract", "parameters", "max_slots"), 2.5),),
+             "pipeline.workflow.components.batch.contract.parameters.max_slots",
+             "a fractional number of batch slots"),
+    Mutation("C92", "lowered_decoder",
+             (Delete((*COMP, "batch", "contract", "parameters", "max_slots")),),
+             "pipeline.workflow.components.batch.contract.parameters",
+             "batch contract without max_slots"),
     # C20: an action's input role bound to an output port
     Mutation("C20", "speculative",
              (Set((*COMP, "grammar_commit", "contract", "bindings", "state"), "next_state"),),
@@ -520,4 +532,7 @@ VARIANTS = (
     Variant("kv_decoder",
             (Set(("pipeline", "workflow", "manifest", "adapter_abis"), {"onnx-genai.telemetry": "1"}),),
             "supported adapter ABI pinned but unused"),
+    # C121 from the valid side: one slot is a batch (requests are served one at a time)
+    Variant("lowered_decoder", (Set((*COMP, "batch", "contract", "parameters", "max_slots"), 1),),
+            "one batch slot"),
 )  # fmt: skip
