@@ -199,8 +199,22 @@ class Symlink:
         return f"replace `{self.relpath}` with a symlink to {where}"
 
 
+class _Edited:
+    """A base package and the edits (``ops``) made to a copy of it."""
+
+    base: str
+    ops: tuple
+
+    def describe(self) -> str:
+        return "; ".join(op.describe() for op in self.ops)
+
+    def materialise(self, dest: Path) -> Path:
+        """Copy the base package into ``dest`` and apply the edits. Returns the folder."""
+        return _edit_copy(self.base, self.ops, dest)
+
+
 @dataclass(frozen=True)
-class Mutation:
+class Mutation(_Edited):
     code: str  # the one rule code the mutated package must be refused with
     base: str  # fixtures/packages/<base>
     ops: tuple
@@ -211,16 +225,9 @@ class Mutation:
     def ident(self) -> str:
         return f"{self.code}-{self.base}-{self.note or self.location}".replace(" ", "_")
 
-    def describe(self) -> str:
-        return "; ".join(op.describe() for op in self.ops)
-
-    def materialise(self, dest: Path) -> Path:
-        """Copy the base package into ``dest`` and apply the mutation. Returns the folder."""
-        return _edit_copy(self.base, self.ops, dest)
-
 
 @dataclass(frozen=True)
-class Variant:
+class Variant(_Edited):
     """A valid edit of a base package: the package must still load (an ``acceptance`` case).
     Variants pin the edge of a rule from the valid side (a value at its limit, an optional key
     present, a spelling the format allows), where a mutation pins it from the refused side."""
@@ -232,13 +239,6 @@ class Variant:
     @property
     def ident(self) -> str:
         return f"{self.base}-{self.note}".replace(" ", "_")
-
-    def describe(self) -> str:
-        return "; ".join(op.describe() for op in self.ops)
-
-    def materialise(self, dest: Path) -> Path:
-        """Copy the base package into ``dest`` and apply the edit. Returns the folder."""
-        return _edit_copy(self.base, self.ops, dest)
 
 
 def _edit_copy(base: str, ops: tuple, dest: Path) -> Path:
