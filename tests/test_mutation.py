@@ -288,6 +288,22 @@ def test_each_mutation_point_knows_its_outermost_function():
     assert tops["1 + 2"] == (None, True)
 
 
+def test_a_helper_naming_no_rule_takes_the_rules_of_its_callers():
+    source = (
+        "def check(x):\n"
+        "    if not _flag(x):\n"
+        "        add('D32')\n"
+        "def _flag(x):\n"
+        "    return x is None\n"
+        "def other():\n"
+        "    return 'E41'\n"
+    )
+    codes = mutation._rule_codes(source)
+    assert codes[1] == codes[4] == {"D32"}
+    assert codes[6] == {"E41"}
+    assert codes[None] == {"D32", "E41"}
+
+
 def test_line_ranges_round_trip():
     lines = [1, 2, 3, 7, 9, 10]
     assert mutation._ranges(lines) == "1-3,7,9-10"

@@ -654,19 +654,32 @@ RULE_CODE = re.compile(r"[A-H][0-9]{2}")
 
 def _rule_codes(text: str) -> dict[int | None, frozenset[str]]:
     """The rule codes (string constants like ``"D36"``) each function of a module names, by the
-    function's first line (None: the whole module)."""
+    function's first line (None: the whole module); a function naming none (a helper) takes
+    those of the functions of the module that call it by name."""
     tree = ast.parse(text)
     out = {}
-    for node in [tree, *ast.walk(tree)]:
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
-            key = None if isinstance(node, ast.Module) else _first_line(node)
-            out[key] = frozenset(
-                c.value
-                for c in ast.walk(node)
-                if isinstance(c, ast.Constant)
-                and isinstance(c.value, str)
-                and RULE_CODE.fullmatch(c.value)
-            )
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for node in [tree, *functions]:
+        key = None if isinstance(node, ast.Module) else _first_line(node)
+        out[key] = frozenset(
+            c.value
+            for c in ast.walk(node)
+            if isinstance(c, ast.Constant)
+            and isinstance(c.value, str)
+            and RULE_CODE.fullmatch(c.value)
+        )
+    named = {
+        node: {
+            n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name | ast.Attribute)
+        }
+        for node in functions
+    }
+    for node in functions:
+        if not out[_first_line(node)]:
+            callers = [g for g in functions if g is not node and node.name in named[g]]
+            out[_first_line(node)] = frozenset().union(*(out[_first_line(g)] for g in callers))
     return out
 
 
