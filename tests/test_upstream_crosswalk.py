@@ -61,6 +61,7 @@ KINDS = {
     "shape": "single value vs list vs mapping vs scalar type",
     "variants": "a different set of enum variants or tagged-union kinds",
     "vocabulary": "an open (extensible) string upstream that we restrict to a list",
+    "range": "a different numeric range (upstream `schemars(range(..))`)",
 }
 
 
@@ -171,11 +172,11 @@ class Crosswalk:
         if tp.name in INTEGERS:
             if node.get("type") != "integer":
                 self.add(where, "shape", f"upstream integer ({tp.name})")
-            return None
+            return self.bounds(f, node, where)
         if tp.name in FLOATS:
             if node.get("type") != "number":
                 self.add(where, "shape", f"upstream number ({tp.name})")
-            return None
+            return self.bounds(f, node, where)
         item = self.up.items.get(tp.name)
         if item is None:
             raise AssertionError(f"{where}: upstream type {tp} is not known to the reader")
@@ -186,6 +187,22 @@ class Crosswalk:
         if item.tag:
             return self.tagged(item, node, where)
         return self.unit_enum(item, node, where)
+
+    def bounds(self, f: RField | None, node: dict, where: str) -> None:
+        """An upstream ``#[schemars(range(min = .., max = ..))]`` against our minimum and
+        maximum (only where upstream states a range)."""
+        stated = f.schemars.get("range") if f is not None else None
+        if not isinstance(stated, str):
+            return None
+        up = {k: float(v) for k, v in re.findall(r"(min|max)\s*=\s*(-?[0-9.]+)", stated)}
+        ours = {
+            k: float(node[key])
+            for k, key in (("min", "minimum"), ("max", "maximum"))
+            if isinstance(node.get(key), int | float)
+        }
+        if up != ours:
+            self.add(where, "range", f"upstream {stated}, ours {ours or 'unbounded'}")
+        return None
 
     def vocabulary(self, f: RField | None) -> bool:
         if f is None:

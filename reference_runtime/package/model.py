@@ -810,31 +810,31 @@ class ImageTransform(Node):
     size: Any = fld(None, rule="G69", any_schema=IMAGE_SIZE_SCHEMA)
     mode: str | None = None
     interpolation: str | None = None
-    min_pixels: int | None = fld(None, schema={"minimum": 0})
-    max_pixels: int | None = fld(None, schema={"minimum": 0})
-    size_multiple: int | None = fld(None, schema={"minimum": 0})
-    max_patches: int | None = fld(None, schema={"minimum": 0})
-    pooling_kernel_size: int | None = fld(None, schema={"minimum": 0})
+    min_pixels: int | None = fld(None, schema={"minimum": 1})
+    max_pixels: int | None = fld(None, schema={"minimum": 1})
+    size_multiple: int | None = fld(None, schema={"minimum": 1})
+    max_patches: int | None = fld(None, schema={"minimum": 1})
+    pooling_kernel_size: int | None = fld(None, schema={"minimum": 1})
     scale: float | None = None
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
-    tile_size: int | None = fld(None, schema={"minimum": 0})
-    max_tiles: int | None = fld(None, schema={"minimum": 0})
+    tile_size: int | None = fld(None, schema={"minimum": 1})
+    max_tiles: int | None = fld(None, schema={"minimum": 1})
     include_thumbnail: bool | None = None
     thumbnail_order: str | None = None
     thumbnail_interpolation: str | None = None
     canvas_pad_value: float | None = None
-    mask_patch_size: int | None = fld(None, schema={"minimum": 0})
-    patch_size: int | None = fld(None, schema={"minimum": 0})
-    temporal_patch_size: int | None = fld(None, schema={"minimum": 0})
-    merge_size: int | None = fld(None, schema={"minimum": 0})
+    mask_patch_size: int | None = fld(None, schema={"minimum": 1})
+    patch_size: int | None = fld(None, schema={"minimum": 1})
+    temporal_patch_size: int | None = fld(None, schema={"minimum": 1})
+    merge_size: int | None = fld(None, schema={"minimum": 1})
     channel_order: str | None = None
     temporal_order: str | None = None
     patch_order: str | None = None
     coordinate_order: str | None = None
     flatten: bool | None = None
     pad_value: float | None = None
-    target_length: int | None = fld(None, schema={"minimum": 0})
+    target_length: int | None = fld(None, schema={"minimum": 1})
 
 
 @dataclass(frozen=True)
@@ -869,17 +869,17 @@ class AudioTransform(Node):
     op: str = fld(rule="G69", schema=NAME)
     inputs: tuple[str, ...] | None = fld(None, rule="G69", schema={"items": NAME})
     outputs: tuple[str, ...] | None = fld(None, rule="G69", schema={"items": NAME})
-    sample_rate: int | None = fld(None, schema={"minimum": 0})
-    channels: int | None = fld(None, schema={"minimum": 0})
+    sample_rate: int | None = fld(None, schema={"minimum": 1})
+    channels: int | None = fld(None, schema={"minimum": 1})
     epsilon: float | None = None
     scale: float | None = None
     mode: str | None = None
     pad_value: float | None = None
-    target_length: int | None = fld(None, schema={"minimum": 0})
-    num_mel_bins: int | None = fld(None, schema={"minimum": 0})
-    n_fft: int | None = fld(None, schema={"minimum": 0})
-    hop_length: int | None = fld(None, schema={"minimum": 0})
-    win_length: int | None = fld(None, schema={"minimum": 0})
+    target_length: int | None = fld(None, schema={"minimum": 1})
+    num_mel_bins: int | None = fld(None, schema={"minimum": 1})
+    n_fft: int | None = fld(None, schema={"minimum": 1})
+    hop_length: int | None = fld(None, schema={"minimum": 1})
+    win_length: int | None = fld(None, schema={"minimum": 1})
     window: str | None = None
     mel_scale: str | None = None
 
@@ -1098,10 +1098,10 @@ class AttentionConfig(Node):
     __upstream__: ClassVar[str] = "AttentionConfig"
     __open__: ClassVar[bool] = True
     type: str = fld(schema=NAME)
-    num_kv_heads: int | None = fld(None, schema={"minimum": 0})
-    num_attention_heads: int | None = fld(None, schema={"minimum": 0})
-    head_dim: int | None = fld(None, schema={"minimum": 0})
-    sliding_window: int | None = fld(None, schema={"minimum": 0})
+    num_kv_heads: int | None = fld(None, schema={"minimum": 1})
+    num_attention_heads: int | None = fld(None, schema={"minimum": 1})
+    head_dim: int | None = fld(None, schema={"minimum": 1})
+    sliding_window: int | None = fld(None, schema={"minimum": 1})
     sink_tokens: int | None = fld(None, schema={"minimum": 0})
     key_sequence_lengths: KeySequenceLengths | None = None
     fallback_behavior: str | None = None
@@ -1111,7 +1111,7 @@ class AttentionConfig(Node):
 class ChunkedPrefill(Node):
     __upstream__: ClassVar[str] = "ChunkedPrefillConfig"
     __open__: ClassVar[bool] = True
-    chunk_size: int | None = fld(None, schema={"minimum": 0})
+    chunk_size: int | None = fld(None, schema={"minimum": 1})
 
 
 @dataclass(frozen=True)
@@ -1222,8 +1222,8 @@ class MoERouter(Node):
     selection_method: str = fld(schema=NAME)
     normalize_weights: bool
     scaling_factor: float = fld(schema={"minimum": 0})
-    group_count: int | None = fld(None, schema={"minimum": 0})
-    groups_per_token: int | None = fld(None, schema={"minimum": 0})
+    group_count: int | None = fld(None, schema={"minimum": 1})
+    groups_per_token: int | None = fld(None, schema={"minimum": 1})
     group_score: str | None = None
 
 
@@ -1232,10 +1232,10 @@ class MixtureOfExperts(Node):
     __upstream__: ClassVar[str] = "MixtureOfExpertsSpec"
     __open__: ClassVar[bool] = True
     representation: str = fld(schema=NAME)
-    routed_expert_count: int = fld(schema={"minimum": 0})
+    routed_expert_count: int = fld(schema={"minimum": 1})
     shared_expert_count: int = fld(schema={"minimum": 0})
-    experts_per_token: int = fld(schema={"minimum": 0})
-    expert_intermediate_size: int = fld(schema={"minimum": 0})
+    experts_per_token: int = fld(schema={"minimum": 1})
+    expert_intermediate_size: int = fld(schema={"minimum": 1})
     shared_expert_intermediate_size: int = fld(schema={"minimum": 0})
     activation: str = fld(schema=NAME)
     router: MoERouter
@@ -1245,7 +1245,7 @@ class MixtureOfExperts(Node):
 class TensorShardFacts(Node):
     __upstream__: ClassVar[str] = "TensorShardFacts"
     shard_axis: int = fld(schema={"minimum": 0})
-    max_shards: int = fld(schema={"minimum": 0})
+    max_shards: int = fld(schema={"minimum": 1})
     replicated: tuple[str, ...] = ()
 
 
@@ -1260,7 +1260,7 @@ class PipelineStageFacts(Node):
 @dataclass(frozen=True)
 class ExpertShardFacts(Node):
     __upstream__: ClassVar[str] = "ExpertShardFacts"
-    expert_count: int = fld(schema={"minimum": 0})
+    expert_count: int = fld(schema={"minimum": 1})
     contiguous_groups_only: bool = False
     replicated: tuple[str, ...] = ()
 
@@ -1280,8 +1280,8 @@ class ModelFacts(Node):
     __upstream__: ClassVar[str] = "ModelCapabilities"
     __open__: ClassVar[bool] = True
     attention: AttentionConfig | None = None
-    max_sequence_length: int | None = fld(None, schema={"minimum": 0})
-    vocab_size: int | None = fld(None, schema={"minimum": 0})
+    max_sequence_length: int | None = fld(None, schema={"minimum": 1})
+    vocab_size: int | None = fld(None, schema={"minimum": 1})
     runtime_configurable: RuntimeConfigurable | None = None
     io: ModelIO | None = None
     mixture_of_experts: MixtureOfExperts | None = None
@@ -1314,7 +1314,7 @@ class HardwareRequirements(Node):
     beneficial_dtypes: tuple[str, ...] | None = None
     kv_cache_memory_per_1k_tokens_mb: float | None = fld(None, schema={"minimum": 0})
     supports_tensor_parallel: bool | None = None
-    min_tp_degree: int | None = fld(None, schema={"minimum": 0})
+    min_tp_degree: int | None = fld(None, schema={"minimum": 1})
 
 
 # ------------------------------------------------------------------ the document

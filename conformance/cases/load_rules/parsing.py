@@ -101,6 +101,11 @@ MUTATIONS = (
     Mutation("A05", "kv_decoder",
              (Set((*WF, "inputs", "package.max_context", "default"), [[64]]),),
              'pipeline.workflow.inputs["package.max_context"].default', "nested literal list"),
+    # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
+    Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
+             "model.max_sequence_length", "max_sequence_length 0"),
+    Mutation("A05", "model_io_decoder", (Set(("model", "vocab_size"), 0),),
+             "model.vocab_size", "model vocab_size 0"),
     Mutation("A06", "kv_decoder",
              (Set(("model", "io"), {"token_input": "input_ids", "logits_output": "logits"}),),
              "model.io", "model.io beside the workflow"),
