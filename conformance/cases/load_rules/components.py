@@ -87,6 +87,19 @@ def _projector_tensor(edit) -> bytes:
     return model.SerializeToString()
 
 
+def _projector_constant() -> bytes:
+    """The lora projector graph with its externally stored initializer moved into a Constant
+    node's ``value`` (an attribute tensor stored externally: no initializer at all)."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    graph = model.graph
+    tensor = onnx.TensorProto()
+    tensor.CopyFrom(graph.initializer[0])
+    del graph.initializer[:]
+    node = onnx.helper.make_node("Constant", [], [tensor.name], value=tensor)
+    graph.node.insert(0, node)
+    return model.SerializeToString()
+
+
 PROJECTOR = "pipeline.workflow.components.projector.implementation.artifact"
 COUNTER = "pipeline.workflow.components.counter.implementation.artifact"
 
@@ -514,6 +527,8 @@ VARIANTS = (
     Variant("lora", (*_stored(location=_DATA, offset="4", length="16"),
                      WriteFile(_DATA, b"\x00" * 4 + _IDENTITY_DATA)),
             "external data ending at the end of its file"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_constant()),),
+            "external data in a Constant node attribute"),
     Variant("lora", _tensor(_inline(raw=_IDENTITY_DATA)), "inline raw data"),
     Variant("lora", _tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0])), "inline float data"),
     Variant("lora", _tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", [])),
@@ -527,6 +542,12 @@ VARIANTS = (
     Variant("kv_decoder",
             _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1')),
             "graph of ONNX operator set 1"),
+    # An operator newer than opset 1 in a graph that also imports the contrib domain at 1:
+    # each domain's version is its own (the contrib import never lowers ONNX's).
+    Variant("kv_decoder",
+            _counter(_NAMED.replace(b'op_type: "Identity"', b'op_type: "BitwiseNot"')
+                     + _MS_IMPORT),
+            "graph importing the contrib domain at version 1"),
     # C18 from the valid side: the manifest may pin a supported adapter ABI that no component
     # uses (only an unsupported pin is refused)
     Variant("kv_decoder",
