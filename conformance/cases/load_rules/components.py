@@ -40,6 +40,10 @@ _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
 # ... an operator set ONNX does not define (beyond its newest, or 0), a required operand left
 # empty, a default (initializer) of another rank than its input, an output whose type
 # inference contradicts.
+_UNDEFINED_OUTPUT_TYPE = _NAMED.replace(
+    b'output { name: "next" type { tensor_type { elem_type: 7',
+    b'output { name: "next" type { tensor_type { elem_type: 0',
+)
 _OPSET_BEYOND = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 999')
 _OPSET_ZERO = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 0')
 _EMPTY_OPERAND = _NAMED.replace(
@@ -97,6 +101,16 @@ def _projector_constant() -> bytes:
     del graph.initializer[:]
     node = onnx.helper.make_node("Constant", [], [tensor.name], value=tensor)
     graph.node.insert(0, node)
+    return model.SerializeToString()
+
+
+def _projector_contrib() -> bytes:
+    """The lora projector graph with its Identity replaced by ONNX Runtime's contrib ``Gelu``
+    (exactly the one input and one output that operator takes)."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    node = model.graph.node[0]
+    node.op_type, node.domain = "Gelu", "com.microsoft"
+    model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
     return model.SerializeToString()
 
 
@@ -378,6 +392,11 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _CONTRIB_EXTRA_ATTRIBUTE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "com.microsoft operator given an attribute it does not define"),
+    Mutation("C104", "lowered_decoder",
+             (Set((*COMP, "decoder", "contract", "parameters", "artifact"), "undefined.onnx.textproto"),
+              WriteFile("undefined.onnx.textproto", _UNDEFINED_OUTPUT_TYPE)),
+             "pipeline.workflow.components.decoder.contract.parameters.artifact",
+             "lowered decoder graph with an output of element type 0"),
     # C105: tensor data that disagrees with the declared type and dimensions
     Mutation("C105", "lowered_decoder",
              (Set((*COMP, "decoder", "contract", "parameters", "artifact"), "projector.onnx"),
@@ -529,6 +548,8 @@ VARIANTS = (
             "external data ending at the end of its file"),
     Variant("lora", (WriteFile("projector.onnx", _projector_constant()),),
             "external data in a Constant node attribute"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_contrib()),),
+            "contrib operator with exactly its operands"),
     Variant("lora", _tensor(_inline(raw=_IDENTITY_DATA)), "inline raw data"),
     Variant("lora", _tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0])), "inline float data"),
     Variant("lora", _tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", [])),
