@@ -31,6 +31,7 @@ import numpy as np
 
 from . import goldens
 from .cases.catalogue import Case, catalogue
+from .cases.drafts import ATTACHED
 from .certify import (
     STATUSES,
     certify,
@@ -291,8 +292,11 @@ from reference_runtime import Engine, ReferenceRuntimeError
 
 here = Path(__file__).resolve().parent
 executor = sys.argv[1] if len(sys.argv) > 1 else "ort"
-# a case's load options (kv_admission: {"kv_budget_bytes": N}) go to Engine.from_dir
+# a case's load options (kv_admission: {"kv_budget_bytes": N}; attached_draft: {"draft":
+# folder}, relative to this one) go to Engine.from_dir
 options = json.loads((here / "case.json").read_text()).get("options") or {}
+if "draft" in options:
+    options["draft"] = here / options["draft"]
 engine = Engine.from_dir(here / "package", executor=executor, **options)
 session = None
 for i, request in enumerate(json.loads((here / "requests.json").read_text())):
@@ -356,19 +360,24 @@ def write_case(case: Case, dest: Path) -> list[Path]:
     built = case.build(dest / ".build")
     package = dest / "package"
     shutil.move(str(built), package)
+    written = [package, dest / "case.json"]
+    draft = (case.options or {}).get("draft")
+    if draft is not None:  # attached_draft: the draft's copy, beside the target's
+        shutil.move(str(built.parent / ATTACHED / draft), dest / "draft")
+        written.append(dest / "draft")
     shutil.rmtree(dest / ".build", ignore_errors=True)
     info = {"id": case.id, "suite": case.suite, "features": list(case.features),
             "rule": case.rule, "expected": case.expected}  # fmt: skip
     if case.options:
-        info["options"] = case.options  # passed to load
+        info["options"] = {**case.options, **({"draft": "draft"} if draft else {})}  # to load
     (dest / "case.json").write_text(json.dumps(info, indent=2) + "\n")
-    written = [package, dest / "case.json"]
     commands = []
     budget = (case.options or {}).get("kv_budget_bytes")
     flag = "" if budget is None else f" --kv-budget-bytes {budget}"
+    flag += "" if draft is None else " --draft draft"
     if case.run is None:
         if budget is None:
-            commands.append("reference-runtime validate package")
+            commands.append("reference-runtime validate package" + flag)
         else:  # refused when the engine loads, before any request
             commands.append(f"reference-runtime run package{flag} --json")
     else:
@@ -425,6 +434,13 @@ def _override_flags(overrides) -> list[str] | None:
     return spelled
 
 
+def _plain(value):
+    """Token rows as plain lists (an array, or a list of rows of any lengths)."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return np.asarray(value).tolist()
+
+
 def _run_command(request: dict, index: int) -> str:
     if request.get("session_action") is not None:
         return (f"# request {index} {request['session_action']}s the session: "
@@ -432,7 +448,7 @@ def _run_command(request: dict, index: int) -> str:
     parts = ["reference-runtime run package"]
     prompt = request.get("prompt")
     if prompt is not None:
-        rows = np.asarray(prompt).tolist() if not isinstance(prompt, str) else prompt
+        rows = prompt if isinstance(prompt, str) else _plain(prompt)  # rows may be ragged
         parts.append(f"--prompt '{json.dumps(rows, separators=(',', ':'))}'")
     for name in request.get("inputs") or {}:
         parts.append(f"--input '{name}=@requests/{index}/{name}.npy'")

@@ -10,8 +10,9 @@ JSON-lines form):
 - ``load(package_dir, executor=None) -> handle``: load a package, or raise :class:`Refused`
   (stage "load") or :class:`Unsupported`. ``executor`` is one of the declared ``executors``; it
   is only ever passed to a runtime that declares some, so ``load(package_dir)`` suffices for
-  the others. ``options`` (``{"kv_budget_bytes": N}``) is passed as a keyword only to a
-  runtime declaring ``kv_admission``.
+  the others. ``options`` is passed as a keyword only to a runtime declaring the feature that
+  takes it: ``{"kv_budget_bytes": N}`` (``kv_admission``), ``{"draft": folder}``
+  (``attached_draft``: a bare draft decoder attached to the bare decoder loaded).
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
   array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id`` and, only
@@ -105,6 +106,12 @@ FEATURES = (
     # before running anything, a request whose KV does not fit (H113), a session turn included
     # (the session stays as it was); a budget that is not bytes is refused at load (H114).
     "kv_admission",
+    # Optional: takes a bare draft decoder as a load option ({"draft": folder}) for a bare
+    # decoder (genai_config, model_io) and decodes greedily with the draft proposing and the
+    # decoder verifying: results equal the decoder's own; a pair the draft cannot propose for
+    # (another vocabulary, a shorter context, no attention mask, a target sampling by default)
+    # is refused at load (H91).
+    "attached_draft",
     # Optional: serves several one-row requests with arrival steps in one continuous batch (the
     # `serve` method), each request's results equal to its solo run, freed slots reused.
     "continuous_batching",

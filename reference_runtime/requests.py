@@ -280,10 +280,18 @@ def declared_vocabulary(package) -> tuple[int, str] | None:
             artifact, graph_ports = impl.artifact, ports
         elif isinstance(impl, BindingImplementation) and comp.contract is not None:
             parameters = dict(comp.contract.parameters)
-            if "artifact" not in parameters or "token_input" not in parameters:
+            if "artifact" in parameters and "token_input" in parameters:  # a decode contract
+                artifact, token_input = parameters["artifact"], parameters["token_input"]
+            elif "target_tokens_input" in parameters and md.speculative is not None:
+                # a speculative block: the prompt feeds the target's graph
+                target = wf.components.get(md.speculative.target)
+                if target is None or not isinstance(target.implementation, OnnxImplementation):
+                    continue
+                artifact = target.implementation.artifact
+                token_input = parameters["target_tokens_input"]
+            else:
                 continue
-            artifact = parameters["artifact"]
-            graph_ports = [parameters["token_input"]] if "tokens" in ports else []
+            graph_ports = [token_input] if "tokens" in ports else []
         else:
             continue
         size = _embedding_rows(package.resolve(str(artifact)), graph_ports)

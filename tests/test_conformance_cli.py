@@ -161,6 +161,21 @@ def test_show_saves_request_inputs_as_npy(tmp_path, capsys):
     assert f"--input '{name}=@requests/0/{name}.npy'" in (dest / "reproduce.sh").read_text()
 
 
+def test_show_writes_a_drafted_case_with_its_draft_and_ragged_prompt(tmp_path, capsys):
+    dest = tmp_path / "case"
+    case_id = "drafted/genai_decoder+genai_draft/greedy_ragged_batch"
+    assert call(["show", case_id, "--dest", str(dest)], capsys)[0] == 0
+    assert (dest / "draft" / "genai_config.json").is_file()
+    assert json.loads((dest / "case.json").read_text())["options"] == {"draft": "draft"}
+    script = (dest / "reproduce.sh").read_text()
+    assert "--prompt '[[5,6,7],[9],[10,11,12,13,14,15]]'" in script  # rows of three lengths
+    assert "--draft draft --json" in script
+    run = subprocess.run([sys.executable, "reproduce.py"], cwd=dest, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    want = json.loads((dest / "expected.json").read_text())["results"][0]["tokens"]
+    assert f"tokens {want}" in run.stdout
+
+
 def test_python_dash_m_and_version():
     run = subprocess.run([sys.executable, "-m", "conformance", "--version"], cwd=ROOT,
                          capture_output=True, text=True)  # fmt: skip

@@ -182,6 +182,7 @@ RUN_SUITES = (
     "component_sessions",
     "kv_admission",
     "continuous_batching",
+    "drafted",
 )
 # The modules of package/ that the interpreter and the executors also use at run time (the
 # data they share with the validator, and what the runtime contracts resolve): run suites judge
@@ -243,6 +244,7 @@ SUITE_SECONDS = {
     "component_sessions": 0.3,
     "kv_admission": 0.3,
     "continuous_batching": 1.0,
+    "drafted": 0.5,
 }
 # A mutant's limit in CPU seconds: BASE_TIMEOUT plus TIMEOUT_FACTOR times what its cases took
 # (in the control run, or by SUITE_SECONDS); and WALL_FACTOR times that in wall-clock time

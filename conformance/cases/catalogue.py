@@ -36,6 +36,10 @@ judge a runtime on it. Suites:
   schedule respects arrivals and slots, and freed slots are reused; with
   ``determinism/continuous_batching/...``, ``rows/continuous_batching/...`` (each served request
   equals the runtime's own solo run of it) and ``parity/continuous_batching/...``;
+- ``drafted``: a bare decoder's greedy run cases loaded with a bare draft decoder attached (a
+  ``load`` option, for runtimes declaring ``attached_draft``; :mod:`.drafts`): results equal the
+  target's goldens (speculative decoding never changes greedy tokens);
+  ``fail_closed/drafted/...`` holds the pairs refused at load (H91);
 - ``sampling``: a run case whose tokens the runtime draws itself (a bare decoder's sampled
   requests), judged by properties (:mod:`.sampling`): reproducible, within the filters, and
   distributed as the decoder's logits say. Its golden and parity cases compare exact draws, so
@@ -66,7 +70,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
 from ..protocol import Refused, Runtime, Unsupported
-from . import batching, kv_admission, sampling
+from . import batching, drafts, kv_admission, sampling
 from .load_rules import BASES, MUTATIONS, VARIANTS
 from .mutations import load_document
 from .run_cases import (
@@ -98,7 +102,7 @@ FAILURE_KINDS = {
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
 RUN_SUITES = (
     "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
-    "kv_admission", "continuous_batching",
+    "kv_admission", "continuous_batching", "drafted",
 )  # fmt: skip
 
 
@@ -230,13 +234,28 @@ def _judge_refusal(code: str):
     return judge
 
 
-def _against_golden(run: RunCase, runtime: Runtime, root: Path, executor=None) -> Outcome:
+def _against_golden(
+    run: RunCase,
+    runtime: Runtime,
+    root: Path,
+    executor=None,
+    options: dict | None = None,
+    decoded_only: bool = False,
+) -> Outcome:
+    """``decoded_only``: judge the decoded tokens, finish reasons and refusals, not the outputs
+    (a package run by another workflow, as a decoder with a draft attached, names its outputs'
+    internals its own way)."""
     golden = goldens.load(run.id)
     if golden is None:
         return Outcome(False, "no golden for this case (run tools/regen_goldens.py)")
     if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(run.package):
         return Outcome(False, "the golden is stale: the package changed since it was recorded")
-    results = execute(runtime, run, root, executor)
+    if decoded_only:
+        kept = ("error", "tokens", "finish_reasons")
+        golden = {**golden, "results": [
+            {k: v for k, v in want.items() if k in kept} for want in golden["results"]
+        ]}  # fmt: skip
+    results = execute(runtime, run, root, executor, options)
     if "rule_codes" not in (runtime.describe().get("features") or ()):
         # A runtime that names no rule codes is judged on refusing where the golden refuses,
         # not on the code its refusal names (the fail-closed cases judge codes).
@@ -733,6 +752,72 @@ def admission_catalogue() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ attached drafts
+
+
+def _judge_drafted(run: RunCase, pair: drafts.Pair):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        options = {drafts.OPTION: str(pair.draft_folder(root))}
+        return _against_golden(run, runtime, root, options=options, decoded_only=True)
+
+    return judge
+
+
+def _judge_draft_refused(refusal: drafts.Refusal):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        options = {drafts.OPTION: str(refusal.pair.draft_folder(root))}
+        try:
+            handle = runtime.load(str(root), options=options)
+        except Refused as exc:
+            if refusal.code in refusal_codes(exc.code):
+                return Outcome(True, f"refused at load [{exc.code}]")
+            message = exc.message.splitlines()[0] if exc.message else ""
+            return Outcome(False, f"refused at load [{exc.code}], not {refusal.code}: {message}",
+                           "wrong_code")  # fmt: skip
+        runtime.close(handle)
+        return Outcome(False, f"loaded {refusal.pair.describe()} without refusal", "not_refused")
+
+    return judge
+
+
+def drafts_catalogue() -> list[Case]:
+    cases = []
+    for target, draft in drafts.PAIRS:
+        pair = drafts.Pair(target, draft)
+        features = (*package_features(load_document(target)), "run", drafts.FEATURE)
+        for run in drafts.greedy_cases(target):
+            notes = f" ({run.notes})" if run.notes else ""
+            cases.append(
+                Case(
+                    f"drafted/{target}+{draft}/{run.id.removeprefix(target + '/')}",
+                    "drafted",
+                    features,
+                    f"with {draft} attached, the tokens, finish reasons and refusals of "
+                    f"{target}'s golden{notes}",
+                    pair.materialise,
+                    _judge_drafted(run, pair),
+                    run=run,
+                    options={drafts.OPTION: draft},
+                )
+            )
+    for refusal in drafts.REFUSALS:
+        target = refusal.pair.target
+        features = (*package_features(load_document(target)), drafts.FEATURE, "rule_codes")
+        cases.append(
+            Case(
+                f"fail_closed/drafted/{refusal.note}",
+                "fail_closed",
+                features,
+                f"refused at load ({refusal.code}): {refusal.pair.describe()}",
+                refusal.pair.materialise,
+                _judge_draft_refused(refusal),
+                refusal.code,
+                options={drafts.OPTION: refusal.pair.draft},
+            )
+        )
+    return cases
+
+
 # ------------------------------------------------------------------ continuous batching
 
 
@@ -939,7 +1024,9 @@ def catalogue() -> list[Case]:
                 rule=mutation.code,
             )
         )
-    return cases + run_catalogue() + admission_catalogue() + batching_catalogue()
+    return (
+        cases + run_catalogue() + admission_catalogue() + batching_catalogue() + drafts_catalogue()
+    )
 
 
 def materialise(case_id: str, dest: Path) -> Path:

@@ -26,11 +26,17 @@ from ..protocol import Refused
 SESSION_ACTIONS = {"reset": "reset_session", "close": "close_session"}
 
 
-def execute(runtime, case: RunCase, root=None, executor: str | None = None) -> list[dict]:
+def execute(
+    runtime, case: RunCase, root=None, executor: str | None = None, options: dict | None = None
+) -> list[dict]:
     """Run every request of ``case``; results in the protocol's form (or ``{"error"}``).
-    ``executor`` (one of the runtime's declared executors) is passed to ``load`` when given."""
+    ``executor`` (one of the runtime's declared executors) and ``options`` (load options, for
+    a runtime declaring the feature that takes them) are passed to ``load`` when given."""
     path = str(root or package_path(case.package))
-    handle = runtime.load(path) if executor is None else runtime.load(path, executor=executor)
+    load: dict = {} if executor is None else {"executor": executor}
+    if options is not None:
+        load["options"] = options
+    handle = runtime.load(path, **load)
     try:
         return run_requests(runtime, handle, case)
     finally:

@@ -29,7 +29,7 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
             extra = {}
             if params.get("executor") is not None:  # optional: one of describe's "executors"
                 extra["executor"] = params["executor"]
-            if params.get("options") is not None:  # optional: {"kv_budget_bytes": N}
+            if params.get("options") is not None:  # optional: kv_budget_bytes, draft
                 extra["options"] = params["options"]
             handles[handle] = runtime.load(params["package"], **extra)
             return {"handle": handle}

@@ -67,15 +67,21 @@ class ReferenceRuntime:
         }
 
     def load(self, package_dir: str, executor: str | None = None, options: dict | None = None):
-        """``options``: ``{"kv_budget_bytes": N}`` (the ``kv_admission`` feature)."""
+        """``options``: ``{"kv_budget_bytes": N}`` (the ``kv_admission`` feature), ``{"draft":
+        folder}`` (``attached_draft``)."""
         name, device = self.executor, self.device
         if executor is not None:
             name, _, device = executor.partition(":")
             device = device or "cpu"
-        budget = (options or {}).get("kv_budget_bytes")
+        options = options or {}
         try:
             return Engine.from_dir(
-                package_dir, name, device, compiled=self.compiled, kv_budget_bytes=budget
+                package_dir,
+                name,
+                device,
+                compiled=self.compiled,
+                kv_budget_bytes=options.get("kv_budget_bytes"),
+                draft=options.get("draft"),
             )
         except PackageError as exc:
             raise Refused("load", str(exc), ",".join(exc.codes)) from exc

@@ -1,0 +1,105 @@
+"""Attached drafts: a runtime declaring ``attached_draft`` takes a bare draft decoder as a
+``load`` option (``{"draft": folder}``) for a bare target decoder (an onnxruntime-genai folder
+or a ``model.io`` package) and decodes greedily with the draft proposing and the target
+verifying (docs/lowering.md, "A draft"). Speculative decoding never changes greedy tokens, so
+the formula of every run is **the target's own golden**.
+
+Each case loads the target with a copy of the draft attached (the draft lives in a folder of its
+own beside the target's copy). Suites:
+
+- ``drafted/<target>+<draft>/<run case>``: a run case of the target that decodes greedily
+  without a session, loaded with the draft: its tokens, finish reasons and refusals equal the
+  target's golden (its outputs are the speculative workflow's, not the decode loop's: a row
+  that generated nothing may publish an empty row, and its raw finish code may differ, where
+  the finish reason does not);
+- ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
+  (H91): vocabularies of different sizes, a draft with a shorter context or no attention mask,
+  a target that samples by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fixtures.generators import RUN_CASES
+from fixtures.generators.cases import RunCase
+
+from .mutations import Delete, EditJson, Set, _edit_copy
+
+FEATURE = "attached_draft"
+OPTION = "draft"
+# (target, draft): the running-sum pair (a formula) and two small transformers
+PAIRS = (("speculative_target", "speculative_draft"), ("genai_decoder", "genai_draft"))
+# the folder, beside the target's copy, that holds the draft's copy
+ATTACHED = "attached"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """``target`` with ``draft`` attached, each copied with its edits (``mutations`` ops)."""
+
+    target: str
+    draft: str
+    target_ops: tuple = ()
+    draft_ops: tuple = ()
+
+    def materialise(self, dest: Path) -> Path:
+        """Copy both under ``dest``; returns the target's folder (the draft's is
+        :func:`draft_folder` of it)."""
+        _edit_copy(self.draft, self.draft_ops, dest / ATTACHED)
+        return _edit_copy(self.target, self.target_ops, dest)
+
+    def describe(self) -> str:
+        edits = [
+            f"{who}: " + "; ".join(op.describe() for op in ops)
+            for who, ops in ((self.target, self.target_ops), (self.draft, self.draft_ops))
+            if ops
+        ]
+        return f"{self.target} with {self.draft} attached" + (
+            f" ({'; '.join(edits)})" if edits else ""
+        )
+
+    def draft_folder(self, target_root: Path) -> Path:
+        return target_root.parent / ATTACHED / self.draft
+
+
+@dataclass(frozen=True)
+class Refusal:
+    note: str
+    pair: Pair
+    code: str = "H91"
+
+
+def greedy_cases(target: str) -> list[RunCase]:
+    """The target's run cases that decode greedily and open no session (a sampled request is
+    judged by the ``sampling`` suite; speculative decoding here verifies greedily)."""
+    return [
+        run
+        for run in RUN_CASES
+        if run.package == target
+        and all(r.get("greedy") is not False and r.get("session_id") is None for r in run.requests)
+    ]
+
+
+REFUSALS = (
+    Refusal(
+        "vocabularies_of_different_sizes",
+        Pair("genai_decoder", "genai_decoder_gqa"),
+    ),
+    Refusal(
+        "draft_context_shorter_than_the_target",
+        Pair("speculative_target", "speculative_draft",
+             draft_ops=(Set(("model", "max_sequence_length"), 32),)),
+    ),
+    Refusal(
+        "draft_without_an_attention_mask",
+        Pair("speculative_target", "speculative_draft",
+             draft_ops=(Delete(("model", "io", "attention_mask_input")),)),
+    ),
+    Refusal(
+        "target_sampling_by_default",
+        Pair("genai_decoder", "genai_draft",
+             target_ops=(EditJson("genai_config.json", (Set(("search", "do_sample"), True),)),)),
+    ),
+)  # fmt: skip
