@@ -129,6 +129,32 @@ CASES = (
         ("sampled",),
     ),
     BatchCase(
+        "genai_decoder/different_budgets",
+        "genai_decoder",
+        3,
+        (
+            Source("genai_decoder/prompt_as_token_input", 2, 0, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 2, 0),
+            Source("genai_decoder/greedy_equal_rows", 0, 1, 5),
+        ),
+        "greedy rows with max_new_tokens 4 and 8 in one body (the first in the lowest slot), "
+        "then the second beside a third of 8 arriving at step 5: each row stops at its own "
+        "budget",
+    ),
+    BatchCase(
+        "genai_decoder/no_new_tokens_alone",
+        "genai_decoder",
+        2,
+        (
+            Source("genai_decoder/zero_new_tokens", 0, 0, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 1, 3),
+            Source("genai_decoder/zero_new_tokens", 0, 0, 3),
+        ),
+        "a request allowed no new token arrives into an empty batch: it leaves at its "
+        "admission, served once, and the batch waits for the next arrival (step 3), where "
+        "another such request is admitted beside a decoding one",
+    ),
+    BatchCase(
         "genai_decoder/empty_before_arrival",
         "genai_decoder",
         2,
