@@ -372,13 +372,16 @@ class BatchServer:
             parts.append((carry.cell, value.dtype.str, tuple(shape)))
         return tuple(parts)
 
-    @staticmethod
-    def _groups(occupied: list[Occupant]) -> list[list[Occupant]]:
+    def _groups(self, occupied: list[Occupant]) -> list[list[Occupant]]:
         """The occupants that can share one body, each group in slot order (groups ordered by
-        their first slot)."""
+        their first slot). A loop whose iteration value has no request axis gives the body one
+        iteration number: only requests at the same iteration share it."""
+        iteration = self.loop.iteration
+        shared = iteration is not None and iteration.contract.request_axis is None
         groups: dict[tuple, list[Occupant]] = {}
         for occupant in occupied:
-            groups.setdefault(occupant.signature, []).append(occupant)
+            key = (occupant.signature, occupant.iterations if shared else None)
+            groups.setdefault(key, []).append(occupant)
         return list(groups.values())
 
     # ------------------------------------------------------------------ one body
@@ -413,19 +416,14 @@ class BatchServer:
             )
         iteration = self.loop.iteration
         if iteration is not None:
-            index = [o.iterations for o in group]
-            if len(set(index)) == 1 or iteration.contract.request_axis is None:
-                values[iteration.value] = self.interp.iteration_value(
-                    iteration, index[0], group[0].frame, self.where
-                )
-            else:
-                values[iteration.value] = self._stack(
-                    [
-                        self.interp.iteration_value(iteration, i, o.frame, self.where)
-                        for i, o in zip(index, group, strict=True)
-                    ],
-                    iteration.contract.request_axis,
-                )
+            # each row its own count; without a request axis the group's rows share one (the
+            # same: a group's requests are at the same iteration, see _groups)
+            axis = iteration.contract.request_axis
+            rows = [
+                self.interp.iteration_value(iteration, o.iterations, o.frame, self.where)
+                for o in group
+            ]
+            values[iteration.value] = rows[0] if axis is None else self._stack(rows, axis)
         frame = Frame(
             values=values,
             symbols=Symbols(),
