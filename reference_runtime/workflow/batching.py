@@ -330,9 +330,6 @@ class BatchServer:
 
     def _finish(self, occupant: Occupant, step: int, running) -> Finished:
         frame = occupant.frame
-        iteration = self.loop.iteration
-        if iteration is not None:
-            frame.values.pop(iteration.value, None)
         frame.loop_reports[id(self.loop)] = LoopReport(
             np.full(1, occupant.iterations, dtype=np.int64), occupant.limit
         )
