@@ -70,7 +70,7 @@ class Pending:
     symbols: Symbols
     stop_on_eos: bool
     adapters: object  # its adapter selection (None without adapters)
-    kv_bytes: int = 0  # what KV admission counts for it (0 without a budget)
+    kv_bytes: int  # what KV admission counts for it (0 without a budget)
 
 
 @dataclass
