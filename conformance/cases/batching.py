@@ -160,6 +160,40 @@ AUTHORED_LOOP = Variant(
 )
 
 
+# lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
+# [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
+# extent outside the request axis differs between prompts of different lengths, so such
+# requests cannot share a body.
+PROMPT_IN_THE_BODY = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "outputs", "prompt"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 2,
+                    "shape": ["batch", "prompt_sequence"],
+                    "batch_layout": _ROWS,
+                },
+                "role": "tensor",
+                "stage": "pre_adapter",
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            2,
+            {
+                "kind": "emit",
+                "value": "request.prompt_tokens",
+                "output": "prompt",
+                "mode": "replace",
+            },
+        ),
+    ),
+    "prompt_in_the_body",
+)
+
 CASES = (
     BatchCase(
         "genai_decoder/staggered_ragged",
@@ -252,6 +286,15 @@ CASES = (
         "a request allowed no new token arrives into an empty batch: it leaves at its "
         "admission, served once, and the batch waits for the next arrival (step 3), where "
         "another such request is admitted beside a decoding one",
+    ),
+    BatchCase(
+        "lowered_decoder/prompt_in_the_body",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "a decode loop whose body reads the prompt (int64 [batch, prompt_sequence]): prompts "
+        "of different lengths cannot be stacked into one body",
+        variant=PROMPT_IN_THE_BODY,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
