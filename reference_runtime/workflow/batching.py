@@ -352,7 +352,7 @@ class BatchServer:
             axis = contract.request_axis if contract is not None else None
             if name in self.per_row and value.shape == (1,):
                 parts.append((name, value.dtype.str, "one per row"))
-            elif axis is None or value.ndim <= axis:
+            elif axis is None:
                 host = to_host(value, self.counters)
                 parts.append((name, value.dtype.str, value.shape, host.tobytes()))
             else:
@@ -395,7 +395,7 @@ class BatchServer:
             rows = [o.frame.values[name] for o in group]
             if name in self.per_row and len(rows) > 1 and rows[0].shape == (1,):
                 values[name] = self._stack(rows, 0)  # one per row
-            elif axis is None or rows[0].ndim <= axis or len(rows) == 1:
+            elif axis is None or len(rows) == 1:
                 values[name] = rows[0]  # the same in every request of the group
             else:
                 values[name] = self._stack(rows, axis)
