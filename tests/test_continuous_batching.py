@@ -170,6 +170,38 @@ def test_requests_that_cannot_share_a_body_run_in_groups(engines):
         assert results[i].result.tokens[0] == solo(engine, request)[0]
 
 
+@pytest.mark.parametrize("shape", [["batch"], [1]])
+def test_each_row_reads_its_own_iteration(tmp_path, shape):
+    from conformance.cases.batching import _LOOP, _ROWS, _WF
+    from conformance.cases.mutations import Set, Variant
+
+    contract = {"dtype": "int64", "rank": 1, "shape": shape}
+    if shape == ["batch"]:
+        contract["batch_layout"] = _ROWS
+    numbered = Variant(
+        "lowered_decoder",
+        (
+            Set((*_WF, "manifest", "capabilities", 10), "loop_induction_values"),
+            Set((*_LOOP, "iteration"), {"value": "step.index", "contract": contract}),
+        ),
+        "numbered",
+    )
+    engine = Engine.from_dir(numbered.materialise(tmp_path))
+    requests = [
+        {"prompt": [5, 6], "max_new_tokens": 4},
+        {"prompt": [7, 8, 9], "max_new_tokens": 4},
+        {"prompt": [10], "max_new_tokens": 4, "arrival": 2},
+    ]
+    trace = []
+    results = served(engine, requests, slots=3, trace=trace)
+    # rows at different iterations share a body only where each has its own number
+    assert [t.bodies for t in trace] == ([1] * 6 if shape == ["batch"] else [1, 1, 2, 2, 1, 1])
+    for i, request in enumerate(requests):
+        assert (results[i].result.tokens[0], results[i].result.finish_reasons[0]) == solo(
+            engine, request
+        )
+
+
 def test_results_come_as_requests_finish(engines):
     engine = engines("genai_decoder")
     requests = [

@@ -34,7 +34,7 @@ from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
 from .. import goldens
-from .mutations import Mutation, Set
+from .mutations import Delete, Insert, Mutation, Set, Variant
 from .run_cases import solo_request
 
 FEATURE = "continuous_batching"
@@ -65,11 +65,134 @@ class BatchCase:
     holds: int | None = None
     # ...and these requests (indices) fit at once: each is admitted at its arrival step.
     fit_at_arrival: tuple[int, ...] = ()
+    # A valid edit of the package to serve instead of the package itself (its results are
+    # still its sources' goldens: the edit changes none of their tokens).
+    variant: Variant | None = None
 
 
 def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
     return tuple(Source(run, request, row, at) for row, at in enumerate(arrivals))
 
+
+_WF = ("pipeline", "workflow")
+_LOOP = (*_WF, "steps", 0)  # the lowered decode loop
+_ROWS = {"kind": "request_aligned", "axis": 0}
+# lowered_decoder (model_io_decoder lowered to its workflow: the same tokens) edited as an
+# author might write its decode loop: the loop numbers its iterations (`step.index`, int64
+# [batch]: one per row, each row its own count); two branches on a value without a request
+# axis (`package.one`, always 1), one taking its case `1`, the other its default, each emit
+# that number to an output `steps` (the first when `package.active`: every row), and pass on
+# values from before the loop (`package.one_row`, each row's accepted tokens for the batch
+# component; `request.prompt_lengths`, read by nothing); the batch component's accepted_len
+# is optional, and left unbound; and the workflow declares no finish_reasons output (a row's
+# finish reason follows from the loop: `length` when it ran max_iterations bodies).
+_EMIT_INDEX = {"kind": "emit", "value": "step.index", "output": "steps", "mode": "replace"}
+AUTHORED_LOOP = Variant(
+    "lowered_decoder",
+    (
+        Set((*_WF, "manifest", "capabilities", 10), "loop_induction_values"),
+        Set(
+            (*_LOOP, "iteration"),
+            {
+                "value": "step.index",
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 1,
+                    "shape": ["batch"],
+                    "batch_layout": _ROWS,
+                },
+            },
+        ),
+        Delete((*_WF, "outputs", "finish_reasons")),
+        Set(
+            (*_WF, "outputs", "steps"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 1,
+                    "shape": ["batch"],
+                    "batch_layout": _ROWS,
+                },
+                "role": "tensor",
+                "stage": "pre_adapter",
+            },
+        ),
+        Delete((*_WF, "steps", 1)),
+        Insert(
+            (*_LOOP, "steps"),
+            2,
+            {
+                "kind": "branch",
+                "predicate": "package.one",
+                "cases": {
+                    "1": {
+                        "kind": "emit",
+                        "value": "step.index",
+                        "output": "steps",
+                        "mode": "replace",
+                        "when": "package.active",
+                    }
+                },
+                "outputs": {"step.accepted": {"cases": {"1": "package.one_row"}}},
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            3,
+            {
+                "kind": "branch",
+                "predicate": "package.one",
+                "cases": {"0": _EMIT_INDEX},
+                "default": _EMIT_INDEX,
+                "outputs": {
+                    "step.prompt_lengths": {
+                        "cases": {"0": "package.zero"},
+                        "default": "request.prompt_lengths",
+                    }
+                },
+            },
+        ),
+        Set((*_LOOP, "steps", 5, "inputs", "accepted"), "step.accepted"),
+        Set((*_WF, "components", "batch", "ports", "outputs", "accepted_len", "optional"), True),
+        Delete((*_LOOP, "steps", 5, "outputs", "accepted_len")),
+    ),
+    "authored_loop",
+)
+
+
+# lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
+# [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
+# extent outside the request axis differs between prompts of different lengths, so such
+# requests cannot share a body.
+PROMPT_IN_THE_BODY = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "outputs", "prompt"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 2,
+                    "shape": ["batch", "prompt_sequence"],
+                    "batch_layout": _ROWS,
+                },
+                "role": "tensor",
+                "stage": "pre_adapter",
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            2,
+            {
+                "kind": "emit",
+                "value": "request.prompt_tokens",
+                "output": "prompt",
+                "mode": "replace",
+            },
+        ),
+    ),
+    "prompt_in_the_body",
+)
 
 CASES = (
     BatchCase(
@@ -127,6 +250,51 @@ CASES = (
         "once, `length`) and one that ignores end ids and runs to the search's max_length: "
         "each row keeps its own policy, budget and stop_on_eos",
         ("sampled",),
+    ),
+    BatchCase(
+        "genai_decoder/different_budgets",
+        "genai_decoder",
+        3,
+        (
+            Source("genai_decoder/prompt_as_token_input", 2, 0, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 2, 0),
+            Source("genai_decoder/greedy_equal_rows", 0, 1, 5),
+        ),
+        "greedy rows with max_new_tokens 4 and 8 in one body (the first in the lowest slot), "
+        "then the second beside a third of 8 arriving at step 5: each row stops at its own "
+        "budget",
+    ),
+    BatchCase(
+        "lowered_decoder/authored_loop",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 2)),
+        "a decode loop written by hand (numbered iterations, a branch, finish reasons from "
+        "the loop): two rows start together (at one iteration), the third at step 2 (each row "
+        "at its own)",
+        variant=AUTHORED_LOOP,
+    ),
+    BatchCase(
+        "genai_decoder/no_new_tokens_alone",
+        "genai_decoder",
+        2,
+        (
+            Source("genai_decoder/zero_new_tokens", 0, 0, 0),
+            Source("genai_decoder/greedy_ragged_batch", 0, 1, 3),
+            Source("genai_decoder/zero_new_tokens", 0, 0, 3),
+        ),
+        "a request allowed no new token arrives into an empty batch: it leaves at its "
+        "admission, served once, and the batch waits for the next arrival (step 3), where "
+        "another such request is admitted beside a decoding one",
+    ),
+    BatchCase(
+        "lowered_decoder/prompt_in_the_body",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "a decode loop whose body reads the prompt (int64 [batch, prompt_sequence]): prompts "
+        "of different lengths cannot be stacked into one body",
+        variant=PROMPT_IN_THE_BODY,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
@@ -222,7 +390,9 @@ def expected(case: BatchCase) -> list[dict] | None:
         golden = goldens.load(source.run)
         if golden is None:
             return None
-        if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(case.package):
+        if golden["provenance"]["fixture_sha256"] != goldens.fixture_hash(
+            run_case(source.run).package
+        ):
             return None
         result = golden["results"][source.request]
         out.append(

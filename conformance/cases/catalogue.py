@@ -963,7 +963,7 @@ def batching_catalogue() -> list[Case]:
             features, sampled = (*features, "sampling"), ("reference_draws",)
         else:
             sampled = ()
-        build = _copy_base(case.package)
+        build = case.variant.materialise if case.variant else _copy_base(case.package)
         notes = f" ({case.notes})"
         for ident, suite, expected, judge, extra in (
             (f"continuous_batching/{case.id}", "continuous_batching",

@@ -70,7 +70,7 @@ class Pending:
     symbols: Symbols
     stop_on_eos: bool
     adapters: object  # its adapter selection (None without adapters)
-    kv_bytes: int = 0  # what KV admission counts for it (0 without a budget)
+    kv_bytes: int  # what KV admission counts for it (0 without a budget)
 
 
 @dataclass
@@ -330,9 +330,6 @@ class BatchServer:
 
     def _finish(self, occupant: Occupant, step: int, running) -> Finished:
         frame = occupant.frame
-        iteration = self.loop.iteration
-        if iteration is not None:
-            frame.values.pop(iteration.value, None)
         frame.loop_reports[id(self.loop)] = LoopReport(
             np.full(1, occupant.iterations, dtype=np.int64), occupant.limit
         )
@@ -355,7 +352,7 @@ class BatchServer:
             axis = contract.request_axis if contract is not None else None
             if name in self.per_row and value.shape == (1,):
                 parts.append((name, value.dtype.str, "one per row"))
-            elif axis is None or value.ndim <= axis:
+            elif axis is None:
                 host = to_host(value, self.counters)
                 parts.append((name, value.dtype.str, value.shape, host.tobytes()))
             else:
@@ -372,13 +369,16 @@ class BatchServer:
             parts.append((carry.cell, value.dtype.str, tuple(shape)))
         return tuple(parts)
 
-    @staticmethod
-    def _groups(occupied: list[Occupant]) -> list[list[Occupant]]:
+    def _groups(self, occupied: list[Occupant]) -> list[list[Occupant]]:
         """The occupants that can share one body, each group in slot order (groups ordered by
-        their first slot)."""
+        their first slot). A loop whose iteration value has no request axis gives the body one
+        iteration number: only requests at the same iteration share it."""
+        iteration = self.loop.iteration
+        shared = iteration is not None and iteration.contract.request_axis is None
         groups: dict[tuple, list[Occupant]] = {}
         for occupant in occupied:
-            groups.setdefault(occupant.signature, []).append(occupant)
+            key = (occupant.signature, occupant.iterations if shared else None)
+            groups.setdefault(key, []).append(occupant)
         return list(groups.values())
 
     # ------------------------------------------------------------------ one body
@@ -395,7 +395,7 @@ class BatchServer:
             rows = [o.frame.values[name] for o in group]
             if name in self.per_row and len(rows) > 1 and rows[0].shape == (1,):
                 values[name] = self._stack(rows, 0)  # one per row
-            elif axis is None or rows[0].ndim <= axis or len(rows) == 1:
+            elif axis is None or len(rows) == 1:
                 values[name] = rows[0]  # the same in every request of the group
             else:
                 values[name] = self._stack(rows, axis)
@@ -413,19 +413,14 @@ class BatchServer:
             )
         iteration = self.loop.iteration
         if iteration is not None:
-            index = [o.iterations for o in group]
-            if len(set(index)) == 1 or iteration.contract.request_axis is None:
-                values[iteration.value] = self.interp.iteration_value(
-                    iteration, index[0], group[0].frame, self.where
-                )
-            else:
-                values[iteration.value] = self._stack(
-                    [
-                        self.interp.iteration_value(iteration, i, o.frame, self.where)
-                        for i, o in zip(index, group, strict=True)
-                    ],
-                    iteration.contract.request_axis,
-                )
+            # each row its own count; without a request axis the group's rows share one (the
+            # same: a group's requests are at the same iteration, see _groups)
+            axis = iteration.contract.request_axis
+            rows = [
+                self.interp.iteration_value(iteration, o.iterations, o.frame, self.where)
+                for o in group
+            ]
+            values[iteration.value] = rows[0] if axis is None else self._stack(rows, axis)
         frame = Frame(
             values=values,
             symbols=Symbols(),
