@@ -387,10 +387,8 @@ class InputBinder:
                     "the runtime can bind",
                     "Supply the input explicitly.",
                 )
-            if inp.default is not None:
+            if inp.default is not None:  # a literal always has one (B82, B11)
                 scalars[name] = inp.default
-            elif inp.required and isinstance(source, LiteralSource):
-                raise _request_error(f"literal input {name!r} has no default")
         symbols = Symbols(self.dynamic)
         batch = None
         for name in sorted(direct):
