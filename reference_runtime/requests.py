@@ -364,9 +364,7 @@ class PromptPreparer:
         for the binder to refuse."""
         if prompt is None or isinstance(prompt, np.ndarray) or not prompt:
             return prompt
-        rows = list(prompt)
-        if not all(isinstance(r, list | tuple | np.ndarray) for r in rows):
-            return prompt
+        rows = list(prompt)  # rows of ints: check_token_rows's, or a conversation's one row
         widths = [len(r) for r in rows]
         if len(set(widths)) == 1:
             return prompt

@@ -318,6 +318,18 @@ class InputBinder:
         """A ``generation.defaults`` field (upstream's: temperature, top_k, top_p, max_length...)."""
         return getattr(self.defaults, field_name, None) if self.defaults else None
 
+    def _prompt_rows(self, request: Request):
+        """The request's prompt, else the token rows it supplies as the prompt-token input (an
+        array; None when it supplies none, or no rectangular array of them)."""
+        if request.prompt is not None:
+            return request.prompt
+        value = (request.inputs or {}).get(self.role_inputs.get("prompt_tokens"))
+        try:
+            array = np.asarray(value)  # None (no such input) becomes an object array
+        except (ValueError, TypeError, OverflowError):
+            return None  # bind refuses it (to_array)
+        return None if array.dtype == object else array
+
     def request_value(self, role: str, request: Request):
         """The scalar a request supplies for a runtime role, or None (then the input's own
         ``default`` applies). Package defaults are authoritative over the input defaults."""
@@ -328,7 +340,7 @@ class InputBinder:
             if max_length is None:
                 return None
             # max_length bounds the final length: no row may grow past it
-            return max(0, max_length - _longest_row(request.prompt))
+            return max(0, max_length - _longest_row(self._prompt_rows(request)))
         if role == "seed":
             return request.seed
         if role in SAMPLING:
@@ -387,10 +399,8 @@ class InputBinder:
                     "the runtime can bind",
                     "Supply the input explicitly.",
                 )
-            if inp.default is not None:
+            if inp.default is not None:  # a literal always has one (B82, B11)
                 scalars[name] = inp.default
-            elif inp.required and isinstance(source, LiteralSource):
-                raise _request_error(f"literal input {name!r} has no default")
         symbols = Symbols(self.dynamic)
         batch = None
         for name in sorted(direct):
