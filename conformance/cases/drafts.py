@@ -14,7 +14,8 @@ own beside the target's copy). Suites:
   the finish reason does not);
 - ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
   (H91): vocabularies of different sizes, a draft with a shorter context or no attention mask,
-  a target that samples by default.
+  a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
+  the document gives the draft).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
-from .mutations import Delete, EditJson, Set, _edit_copy
+from .mutations import Delete, EditJson, MoveFile, Set, _edit_copy
 
 FEATURE = "attached_draft"
 OPTION = "draft"
@@ -96,6 +97,13 @@ REFUSALS = (
         "draft_without_an_attention_mask",
         Pair("speculative_target", "speculative_draft",
              draft_ops=(Delete(("model", "io", "attention_mask_input")),)),
+    ),
+    Refusal(
+        "target_graph_under_draft",
+        Pair("genai_decoder", "genai_draft",
+             target_ops=(MoveFile("model.onnx", "draft/model.onnx"),
+                         EditJson("genai_config.json",
+                                  (Set(("model", "decoder", "filename"), "draft/model.onnx"),)))),
     ),
     Refusal(
         "target_sampling_by_default",

@@ -176,6 +176,20 @@ class DeleteFile:
 
 
 @dataclass(frozen=True)
+class MoveFile:
+    relpath: str
+    dest: str
+
+    def apply_files(self, root: Path) -> None:
+        target = root / self.dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (root / self.relpath).rename(target)
+
+    def describe(self) -> str:
+        return f"move the file `{self.relpath}` to `{self.dest}`"
+
+
+@dataclass(frozen=True)
 class Symlink:
     """Make ``relpath`` a symlink to ``target`` (``{outside}`` = a file outside the package)."""
 
