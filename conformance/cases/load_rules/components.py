@@ -493,6 +493,9 @@ MUTATIONS = (
     Mutation("C125", "kv_decoder", _counter(_contrib_counter(ms_version=2)), COUNTER,
              "com.microsoft imported beyond its newest version"),
     Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("Range", ["count", "count"]), ms_version=0)), COUNTER,
+             "com.microsoft operator imported at version 0, before its first"),
+    Mutation("C125", "kv_decoder",
              _counter(_contrib_counter(onnx.helper.make_node("Steps", ["count"], ["extra"],
                                                              domain="local"),
                                        functions=[_steps_function("a", "")])),
@@ -695,6 +698,21 @@ VARIANTS = (
             "function whose contrib node is valid"),
     Variant("kv_decoder", _counter(_contrib_counter(*_in_branches(_ms("Range", ["count", "count"])))),
             "contrib operator in a subgraph"),
+    Variant("kv_decoder",
+            _counter(_contrib_counter(
+                onnx.helper.make_node("Cast", ["count"], ["real"], to=onnx.TensorProto.FLOAT),
+                _ms("QuickGelu", ["real"]))),
+            "contrib operator without its optional attribute"),
+    # value_info may name no value (ONNX's checker and ONNX Runtime ignore it): an operand left
+    # empty is not that entry's value
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("Range", ["count", "count", ""])).replace(
+                b'graph {\n', b'graph {\n  value_info { name: "" type { tensor_type { elem_type: 1 } } }\n',
+                1)),
+            "contrib operator with an empty operand and value_info of no name"),
+    # ai.onnx is ONNX's default domain spelled out
+    Variant("kv_decoder", _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "ai.onnx" version: 21')),
+            "graph importing ONNX operators as ai.onnx"),
     # C18 from the valid side: the manifest may pin a supported adapter ABI that no component
     # uses (only an unsupported pin is refused)
     Variant("kv_decoder",
