@@ -688,6 +688,12 @@ VARIANTS = (
                                           axis=0),
                                       initializers=_QLINEAR)),
             "contrib operator with several values in its variadic operand"),
+    # a variadic operand's values may be left empty (ONNX Runtime checks only single ones)
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", "x", "", "x_zero"],
+                                          axis=0),
+                                      initializers=_QLINEAR)),
+            "contrib operator with an empty value in its variadic operand"),
     Variant("kv_decoder",
             _counter(_contrib_counter(_ms("Range", ["count", "count"], __reserved=1))),
             "contrib operator with an attribute name reserved to ONNX Runtime"),
