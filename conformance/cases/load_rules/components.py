@@ -490,6 +490,14 @@ MUTATIONS = (
              _counter(_contrib_counter(onnx.helper.make_node("Optional", ["count"], ["maybe"]),
                                        _ms("Gelu", ["maybe"]))),
              COUNTER, "com.microsoft operand given an optional"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(
+                 onnx.helper.make_node("Cast", ["count"], ["real"], to=onnx.TensorProto.FLOAT),
+                 _ms("Gelu", ["real"])).replace(
+                 b'graph {\n',
+                 b'graph {\n  value_info { name: "extra" type { sparse_tensor_type { elem_type: 1 } } }\n',
+                 1)),
+             COUNTER, "com.microsoft output declared a sparse tensor"),
     Mutation("C125", "kv_decoder", _counter(_contrib_counter(ms_version=2)), COUNTER,
              "com.microsoft imported beyond its newest version"),
     Mutation("C125", "kv_decoder",
