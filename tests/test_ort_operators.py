@@ -265,3 +265,18 @@ def test_a_decode_contracts_graph_is_refused_with_the_graphs_own_code(tmp_path):
     assert violation.location.endswith("decoder.contract.parameters.artifact")
     assert "'gelu' (com.microsoft::Gelu): attribute 'approximate'" in violation.message
     assert "ONNX Runtime" in violation.hint
+
+
+def test_only_a_variadic_last_parameter_takes_more_operands_than_listed():
+    """``_schema_problem`` reads an operand past the schema's parameters as its last one, which
+    holds only when that one is variadic; the operand counts, checked first, keep it so."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    for schema in state.get_all_operator_schema():
+        variadic = type(schema).FormalParameterOption.Variadic
+        for params, most in (
+            (schema.inputs, schema.max_input),
+            (schema.outputs, schema.max_output),
+        ):
+            if most > len(params):
+                assert params and params[-1].option == variadic, (schema.domain, schema.name)

@@ -130,7 +130,6 @@ def _attr_type_name(value: int) -> str:
 def _schema_problem(node: onnx.NodeProto, schema, types: dict[str, str]) -> str | None:
     """What ONNX Runtime's verification of ``node`` against ``schema`` refuses, or None."""
     single = type(schema).FormalParameterOption.Single
-    variadic = type(schema).FormalParameterOption.Variadic
     for kind, names, params, least, most in (
         ("input", node.input, schema.inputs, schema.min_input, schema.max_input),
         ("output", node.output, schema.outputs, schema.min_output, schema.max_output),
@@ -170,9 +169,9 @@ def _schema_problem(node: onnx.NodeProto, schema, types: dict[str, str]) -> str 
         for i, name in enumerate(names):
             if not params or not name:
                 continue
+            # past the last parameter only when it is variadic: the counts were checked above,
+            # and no schema takes more operands than it lists unless its last is variadic
             param = params[min(i, len(params) - 1)]
-            if i >= len(params) and param.option != variadic:
-                break
             shown = types.get(name)
             if shown is None:
                 continue

@@ -4,6 +4,7 @@ effects. Mirrors ``reference_runtime/package/rules/components.py``."""
 from __future__ import annotations
 
 import onnx
+from google.protobuf import text_format
 
 from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, Variant, WriteFile
 from .admission import projector_graph as _projector
@@ -75,6 +76,69 @@ _CONTRIB_EXTRA_ATTRIBUTE = (
     ).replace(b"elem_type: 7", b"elem_type: 1")
     + _MS_IMPORT
 )
+
+
+def _contrib_counter(*nodes, initializers=(), ms_version=1, functions=()) -> bytes:
+    """kv_decoder's counter graph (``next`` is ``count``) as text, with ``nodes`` (built with
+    ``onnx.helper``, ``com.microsoft`` among them) placed before its Identity and the contrib
+    domain imported at ``ms_version``."""
+    h = onnx.helper
+    graph = h.make_graph(
+        [*nodes, h.make_node("Identity", ["count"], ["next"])],
+        "counter",
+        [h.make_tensor_value_info("count", onnx.TensorProto.INT64, [])],
+        [h.make_tensor_value_info("next", onnx.TensorProto.INT64, [])],
+        initializer=list(initializers),
+    )
+    imports = [h.make_opsetid("", 21), h.make_opsetid("com.microsoft", ms_version)]
+    if functions:
+        imports.append(h.make_opsetid("local", 1))
+    model = h.make_model(graph, opset_imports=imports, ir_version=10, functions=list(functions))
+    return text_format.MessageToString(model).encode()
+
+
+def _ms(op_type: str, inputs: list, output: str = "extra", **attributes):
+    return onnx.helper.make_node(op_type, inputs, [output], domain="com.microsoft", **attributes)
+
+
+def _scalar(name: str, data_type: int, value) -> onnx.TensorProto:
+    return onnx.helper.make_tensor(name, data_type, [], [value])
+
+
+# ONNX Runtime's contrib QLinearConcat: Y_scale, Y_zero_point, then (x, scale, zero point)
+# triples in its variadic operand; axis is a required INT attribute.
+_QLINEAR = (
+    _scalar("y_scale", onnx.TensorProto.FLOAT, 1.0),
+    _scalar("y_zero", onnx.TensorProto.UINT8, 0),
+    onnx.helper.make_tensor("x", onnx.TensorProto.UINT8, [1], [1]),
+    _scalar("x_scale", onnx.TensorProto.FLOAT, 1.0),
+    _scalar("x_zero", onnx.TensorProto.UINT8, 0),
+)
+_TRIPLE = ["x", "x_scale", "x_zero"]
+
+
+def _steps_function(*inputs: str) -> onnx.FunctionProto:
+    """A model function ``local::Steps(a) -> b``: contrib Range over ``inputs``."""
+    return onnx.helper.make_function(
+        "local", "Steps", ["a"], ["b"], [_ms("Range", list(inputs), "b")],
+        [onnx.helper.make_opsetid("", 21), onnx.helper.make_opsetid("com.microsoft", 1)],
+    )  # fmt: skip
+
+
+def _in_branches(node) -> list:
+    """An If on ``count`` whose branches both hold ``node`` and yield ``count`` (as ``o``)."""
+    h = onnx.helper
+    body = h.make_graph(
+        [node, h.make_node("Identity", ["count"], ["o"])],
+        "branch",
+        [],
+        [h.make_tensor_value_info("o", onnx.TensorProto.INT64, [])],
+    )
+    return [
+        h.make_node("Cast", ["count"], ["flag"], to=onnx.TensorProto.BOOL),
+        h.make_node("If", ["flag"], ["chosen"], then_branch=body, else_branch=body),
+    ]
+
 
 _DATA = "projector.onnx.data"
 _SHORT_LENGTH = _projector({"location": _DATA, "offset": "0", "length": "12"})
@@ -392,6 +456,61 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _CONTRIB_EXTRA_ATTRIBUTE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "com.microsoft operator given an attribute it does not define"),
+    # each graph below breaks one thing ONNX Runtime checks against its contrib schema when it
+    # builds a session (ONNX Runtime 1.32 refuses each; tests/test_ort_operators.py)
+    Mutation("C125", "kv_decoder", _counter(_contrib_counter(_ms("Gelu", ["count"]))), COUNTER,
+             "com.microsoft operand of a type its constraint does not allow"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("Range", ["count", "limit"]),
+                                       initializers=[_scalar("limit", onnx.TensorProto.INT32, 3)])),
+             COUNTER, "com.microsoft operands of one type parameter bound to two types"),
+    Mutation("C125", "kv_decoder", _counter(_contrib_counter(_ms("Range", ["count", ""]))), COUNTER,
+             "com.microsoft required operand left empty"),
+    Mutation("C125", "kv_decoder", _counter(_contrib_counter(_ms("Range", ["count"] * 4))), COUNTER,
+             "com.microsoft operator given more operands than it takes"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", *_TRIPLE, "count",
+                                                             "x_scale", "x_zero"], axis=0),
+                                       initializers=_QLINEAR)),
+             COUNTER, "com.microsoft variadic operand of a type its constraint does not allow"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", *_TRIPLE], axis=0.0),
+                                       initializers=_QLINEAR)),
+             COUNTER, "com.microsoft attribute of another type than declared"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", *_TRIPLE]),
+                                       initializers=_QLINEAR)),
+             COUNTER, "com.microsoft required attribute missing"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(
+                 onnx.helper.make_node("SequenceConstruct", ["count"], ["sequence"]),
+                 _ms("Gelu", ["sequence"]))),
+             COUNTER, "com.microsoft operand given a sequence"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(onnx.helper.make_node("Optional", ["count"], ["maybe"]),
+                                       _ms("Gelu", ["maybe"]))),
+             COUNTER, "com.microsoft operand given an optional"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(
+                 onnx.helper.make_node("Cast", ["count"], ["real"], to=onnx.TensorProto.FLOAT),
+                 _ms("Gelu", ["real"])).replace(
+                 b'graph {\n',
+                 b'graph {\n  value_info { name: "extra" type { sparse_tensor_type { elem_type: 1 } } }\n',
+                 1)),
+             COUNTER, "com.microsoft output declared a sparse tensor"),
+    Mutation("C125", "kv_decoder", _counter(_contrib_counter(ms_version=2)), COUNTER,
+             "com.microsoft imported beyond its newest version"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(_ms("Range", ["count", "count"]), ms_version=0)), COUNTER,
+             "com.microsoft operator imported at version 0, before its first"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(onnx.helper.make_node("Steps", ["count"], ["extra"],
+                                                             domain="local"),
+                                       functions=[_steps_function("a", "")])),
+             COUNTER, "function with a com.microsoft node missing a required operand"),
+    Mutation("C125", "kv_decoder",
+             _counter(_contrib_counter(*_in_branches(_ms("Range", ["count", ""])))), COUNTER,
+             "com.microsoft node in a subgraph missing a required operand"),
     Mutation("C104", "lowered_decoder",
              (Set((*COMP, "decoder", "contract", "parameters", "artifact"), "undefined.onnx.textproto"),
               WriteFile("undefined.onnx.textproto", _UNDEFINED_OUTPUT_TYPE)),
@@ -569,6 +688,45 @@ VARIANTS = (
             _counter(_NAMED.replace(b'op_type: "Identity"', b'op_type: "BitwiseNot"')
                      + _MS_IMPORT),
             "graph importing the contrib domain at version 1"),
+    # contrib operators at the edges of their schemas, each of which ONNX Runtime builds
+    Variant("kv_decoder", _counter(_contrib_counter(_ms("Range", ["count", "count", ""]))),
+            "contrib operator with its optional operand left empty"),
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", *_TRIPLE, *_TRIPLE],
+                                          axis=0),
+                                      initializers=_QLINEAR)),
+            "contrib operator with several values in its variadic operand"),
+    # a variadic operand's values may be left empty (ONNX Runtime checks only single ones)
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("QLinearConcat", ["y_scale", "y_zero", "x", "", "x_zero"],
+                                          axis=0),
+                                      initializers=_QLINEAR)),
+            "contrib operator with an empty value in its variadic operand"),
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("Range", ["count", "count"], __reserved=1))),
+            "contrib operator with an attribute name reserved to ONNX Runtime"),
+    Variant("kv_decoder",
+            _counter(_contrib_counter(onnx.helper.make_node("Steps", ["count"], ["extra"],
+                                                            domain="local"),
+                                      functions=[_steps_function("a", "a")])),
+            "function whose contrib node is valid"),
+    Variant("kv_decoder", _counter(_contrib_counter(*_in_branches(_ms("Range", ["count", "count"])))),
+            "contrib operator in a subgraph"),
+    Variant("kv_decoder",
+            _counter(_contrib_counter(
+                onnx.helper.make_node("Cast", ["count"], ["real"], to=onnx.TensorProto.FLOAT),
+                _ms("QuickGelu", ["real"]))),
+            "contrib operator without its optional attribute"),
+    # value_info may name no value (ONNX's checker and ONNX Runtime ignore it): an operand left
+    # empty is not that entry's value
+    Variant("kv_decoder",
+            _counter(_contrib_counter(_ms("Range", ["count", "count", ""])).replace(
+                b'graph {\n', b'graph {\n  value_info { name: "" type { tensor_type { elem_type: 1 } } }\n',
+                1)),
+            "contrib operator with an empty operand and value_info of no name"),
+    # ai.onnx is ONNX's default domain spelled out
+    Variant("kv_decoder", _counter(_NAMED.replace(b'domain: "" version: 21', b'domain: "ai.onnx" version: 21')),
+            "graph importing ONNX operators as ai.onnx"),
     # C18 from the valid side: the manifest may pin a supported adapter ABI that no component
     # uses (only an unsupported pin is refused)
     Variant("kv_decoder",
