@@ -26,7 +26,7 @@ from pathlib import Path
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
-from .mutations import Delete, EditJson, MoveFile, Set, _edit_copy
+from .mutations import Delete, EditJson, MoveFile, Set, edit_copy
 
 FEATURE = "attached_draft"
 OPTION = "draft"
@@ -48,8 +48,8 @@ class Pair:
     def materialise(self, dest: Path) -> Path:
         """Copy both under ``dest``; returns the target's folder (the draft's is
         :func:`draft_folder` of it)."""
-        _edit_copy(self.draft, self.draft_ops, dest / ATTACHED)
-        return _edit_copy(self.target, self.target_ops, dest)
+        edit_copy(self.draft, self.draft_ops, dest / ATTACHED)
+        return edit_copy(self.target, self.target_ops, dest)
 
     def describe(self) -> str:
         edits = [

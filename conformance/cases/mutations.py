@@ -224,7 +224,7 @@ class _Edited:
 
     def materialise(self, dest: Path) -> Path:
         """Copy the base package into ``dest`` and apply the edits. Returns the folder."""
-        return _edit_copy(self.base, self.ops, dest)
+        return edit_copy(self.base, self.ops, dest)
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,9 @@ class Variant(_Edited):
         return f"{self.base}-{self.note}".replace(" ", "_")
 
 
-def _edit_copy(base: str, ops: tuple, dest: Path) -> Path:
+def edit_copy(base: str, ops: tuple, dest: Path) -> Path:
+    """Copy fixtures/packages/``base`` into ``dest`` and apply the edits ``ops`` (document,
+    text and file edits); returns the copy's folder."""
     root = dest / base
     shutil.copytree(package_path(base), root, symlinks=True)
     metadata = find_metadata(root)
