@@ -686,19 +686,21 @@ def _judge_admission(case: kv_admission.AdmissionCase):
     return judge
 
 
-def _judge_budget_refused(budget):
+def _judge_load_refused(code: str, options, what: str):
+    """The package is refused at load with ``code`` when loaded with ``options(root)``, the
+    load options of a feature that takes them; ``what`` says what was loaded."""
+
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
-            handle = _load_budgeted(runtime, root, budget)
+            handle = runtime.load(str(root), options=options(root))
         except Refused as exc:
-            if "H114" in refusal_codes(exc.code):
+            if code in refusal_codes(exc.code):
                 return Outcome(True, f"refused at load [{exc.code}]")
             message = exc.message.splitlines()[0] if exc.message else ""
-            return Outcome(False, f"refused at load [{exc.code}], not H114: {message}",
+            return Outcome(False, f"refused at load [{exc.code}], not {code}: {message}",
                            "wrong_code")  # fmt: skip
         runtime.close(handle)
-        return Outcome(False, f"loaded with kv_budget_bytes {budget!r} without refusal",
-                       "not_refused")  # fmt: skip
+        return Outcome(False, f"loaded {what} without refusal", "not_refused")
 
     return judge
 
@@ -744,7 +746,11 @@ def admission_catalogue() -> list[Case]:
                 features,
                 f"refused at load (H114): {what}",
                 build,
-                _judge_budget_refused(budget),
+                _judge_load_refused(
+                    "H114",
+                    lambda root, budget=budget: {kv_admission.OPTION: budget},
+                    f"with kv_budget_bytes {budget!r}",
+                ),
                 "H114",
                 options={kv_admission.OPTION: budget},
             )
@@ -759,23 +765,6 @@ def _judge_drafted(run: RunCase, pair: drafts.Pair):
     def judge(runtime: Runtime, root: Path) -> Outcome:
         options = {drafts.OPTION: str(pair.draft_folder(root))}
         return _against_golden(run, runtime, root, options=options, decoded_only=True)
-
-    return judge
-
-
-def _judge_draft_refused(refusal: drafts.Refusal):
-    def judge(runtime: Runtime, root: Path) -> Outcome:
-        options = {drafts.OPTION: str(refusal.pair.draft_folder(root))}
-        try:
-            handle = runtime.load(str(root), options=options)
-        except Refused as exc:
-            if refusal.code in refusal_codes(exc.code):
-                return Outcome(True, f"refused at load [{exc.code}]")
-            message = exc.message.splitlines()[0] if exc.message else ""
-            return Outcome(False, f"refused at load [{exc.code}], not {refusal.code}: {message}",
-                           "wrong_code")  # fmt: skip
-        runtime.close(handle)
-        return Outcome(False, f"loaded {refusal.pair.describe()} without refusal", "not_refused")
 
     return judge
 
@@ -810,7 +799,11 @@ def drafts_catalogue() -> list[Case]:
                 features,
                 f"refused at load ({refusal.code}): {refusal.pair.describe()}",
                 refusal.pair.materialise,
-                _judge_draft_refused(refusal),
+                _judge_load_refused(
+                    refusal.code,
+                    lambda root, pair=refusal.pair: {drafts.OPTION: str(pair.draft_folder(root))},
+                    refusal.pair.describe(),
+                ),
                 refusal.code,
                 options={drafts.OPTION: refusal.pair.draft},
             )
