@@ -15,9 +15,10 @@ JSON-lines form):
   (``attached_draft``: a bare draft decoder attached to the bare decoder loaded).
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
-  array), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id`` and, only
-  for a runtime declaring ``component_overrides``, ``overrides`` (target component name ->
-  replacement component name, or null). The result
+  array, or, only for a runtime declaring ``plain_inputs``, a plain value: a number, boolean
+  or nested list), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``
+  and, only for a runtime declaring ``component_overrides``, ``overrides`` (target component
+  name -> replacement component name, or null). The result
   holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order, each an array or, for a per-row output, a list of one array or None per
@@ -120,6 +121,12 @@ FEATURES = (
     # request, ports remapped by contract role; refuses (C21) a replacement that is not
     # interchangeable through the shared contract, an unknown name or a malformed value.
     "component_overrides",
+    # Optional: takes request inputs given as plain values (numbers, booleans, nested lists:
+    # JSON) and gives each its input's declared dtype without a cast of kind (no boolean as a
+    # number, no non-integer number as an integer, no number as a boolean), refusing (H75) one
+    # that needs such a cast, lies outside the dtype's range or is no rectangular array of
+    # numbers.
+    "plain_inputs",
 )
 
 
@@ -200,15 +207,25 @@ def decode_value(obj):
     return decode_array(obj)
 
 
+def is_plain(value) -> bool:
+    """Whether a request input is a plain value (a number, boolean, string, null or nested
+    list of them, as JSON carries it: the ``plain_inputs`` feature) rather than an array."""
+    return not isinstance(value, np.ndarray | np.generic)
+
+
 def encode_request(request: dict) -> dict:
+    """Array inputs encoded (``encode_array``); plain values (``is_plain``) as they are."""
     out = dict(request)
-    out["inputs"] = {k: encode_array(v) for k, v in (request.get("inputs") or {}).items()}
+    inputs = request.get("inputs") or {}
+    out["inputs"] = {k: v if is_plain(v) else encode_array(v) for k, v in inputs.items()}
     return out
 
 
 def decode_request(obj: dict) -> dict:
+    """An encoded array (a JSON object) decoded; any other JSON value is a plain input."""
     out = dict(obj)
-    out["inputs"] = {k: decode_array(v) for k, v in (obj.get("inputs") or {}).items()}
+    inputs = obj.get("inputs") or {}
+    out["inputs"] = {k: decode_array(v) if isinstance(v, dict) else v for k, v in inputs.items()}
     return out
 
 

@@ -62,6 +62,16 @@ def f(x: int, y: list[int] = None) -> bool:
 '''
 
 
+def test_a_searched_string_becomes_one_nothing_is_in():
+    """``"iu"`` searched in: a string of other letters could still hold ``"i"`` (the mutant
+    would change nothing); the empty string holds no kind letter. A string searched for
+    becomes one no text holds."""
+    found = points('def g(k, line):\n    return k in "iu" or "\\t" not in line\n')
+    assert ("constant", "'iu'", "''") in found
+    assert ("constant", "'\\t'", repr(mutation.NOTHING_EQUALS)) in found
+    assert ("constant", "'iu'", repr(mutation.NOTHING_EQUALS)) not in found
+
+
 def test_the_generator_mutates_code_never_annotations_or_docstrings():
     found = points(SNIPPET)
     ops = {op for op, *_ in found}

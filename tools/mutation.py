@@ -35,7 +35,8 @@ Mutants, by operator (``--operator``):
   ``is`` and ``is not`` swapped;
 - ``boolean``: ``and`` and ``or`` swapped, ``not x`` to ``x``;
 - ``constant``: an integer ``n`` to ``n + 1``, ``True`` and ``False`` swapped, a string compared
-  with ``==`` / ``!=`` / ``in`` replaced by one nothing equals;
+  with ``==`` / ``!=`` or searched for with ``in`` replaced by one nothing equals, a string
+  searched in (``x in "iu"``) by the empty string (nothing but itself is in it);
 - ``off_by_one``: a computed slice or ``range`` bound ``b`` to ``b + 1``;
 - ``removed_statement``: a call statement, an augmented assignment, a store into an attribute or
   an item, a ``break`` or ``continue`` replaced by ``pass``;
@@ -597,8 +598,17 @@ class _Finder:
                 self.add(node, f"({ast.unparse(mutated)})", "comparison",
                          f"`{SYMBOLS[type(op)]}` to `{SYMBOLS[swapped]}` in `{_short(node)}`")  # fmt: skip
             if any(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
-                for operand in (node.left, *node.comparators):
-                    if isinstance(operand, ast.Constant) and isinstance(operand.value, str):
+                # a string's left operand is that of the first operator, each comparator that
+                # of its own operator's right side
+                sides = zip((node.left, *node.comparators), (None, *node.ops), strict=True)
+                for operand, before in sides:
+                    if not (isinstance(operand, ast.Constant) and isinstance(operand.value, str)):
+                        continue
+                    if isinstance(before, ast.In | ast.NotIn):  # a container: `x in "iu"`
+                        self.add(operand, "''", "constant",
+                                 f"{operand.value!r} searched replaced by a string nothing "
+                                 "is in")  # fmt: skip
+                    else:
                         self.add(operand, repr(NOTHING_EQUALS), "constant",
                                  f"{operand.value!r} compared replaced by a string nothing "
                                  "equals")  # fmt: skip

@@ -12,7 +12,8 @@ judge a runtime on it. Suites:
   expected code and publishes nothing. Every fail-closed case needs the ``rule_codes`` feature
   (a runtime that names the broken rule in its refusals);
 - ``golden``: every run case's results equal its golden (goldens/); a run case whose requests
-  carry component ``overrides`` needs the ``component_overrides`` feature, in every suite;
+  carry component ``overrides`` needs the ``component_overrides`` feature, and one giving an
+  input as a plain value (not an array) the ``plain_inputs`` feature, in every suite;
 - ``determinism``: running a case twice gives identical results;
 - ``rows``: each row of a batched request equals the same row run alone;
 - ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
@@ -69,7 +70,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
-from ..protocol import Refused, Runtime, Unsupported
+from ..protocol import Refused, Runtime, Unsupported, is_plain
 from . import batching, drafts, kv_admission, sampling
 from .load_rules import BASES, MUTATIONS, VARIANTS
 from .mutations import load_document
@@ -461,6 +462,12 @@ def overriding(run: RunCase) -> bool:
     return any(r.get("overrides") is not None for r in run.requests)
 
 
+def plain(run: RunCase) -> bool:
+    """Whether a request of the case gives an input as a plain value (the ``plain_inputs``
+    feature; every other case gives arrays of the contract's dtype)."""
+    return any(is_plain(v) for r in run.requests for v in (r.get("inputs") or {}).values())
+
+
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
@@ -470,7 +477,8 @@ def run_catalogue() -> list[Case]:
             documents[run.package] = package_features(load_document(run.package))
         draws = ("sampling",) if runtime_draws(run) else ()
         overrides = ("component_overrides",) if overriding(run) else ()
-        features = (*documents[run.package], "run", *draws, *overrides)
+        plains = ("plain_inputs",) if plain(run) else ()
+        features = (*documents[run.package], "run", *draws, *overrides, *plains)
         exact = ("reference_draws",) if draws else ()  # exact tokens of the runtime's draws
         build = _copy_base(run.package)
         notes = f" ({run.notes})" if run.notes else ""
