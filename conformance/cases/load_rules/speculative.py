@@ -180,4 +180,10 @@ VARIANTS = (
                     {"kind": "invoke", "component": "stamp", "inputs": {},
                      "outputs": {"timestamp": "timing.end"}})),
             "unsafe effect invoked after the speculative loop"),
+    # F115 from the valid side: a proposer reading token ids may leave its positions input
+    # unnamed (absent, as well as "")
+    Variant("speculative_lowered",
+            (Delete(("pipeline", "workflow", "components", "speculate", "contract",
+                     "parameters", "proposer_positions_input")),),
+            "proposer_positions_input absent"),
 )  # fmt: skip

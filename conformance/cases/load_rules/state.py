@@ -158,6 +158,11 @@ MUTATIONS = (
     # E49: runtime state published without a checkpoint
     Mutation("E49", "static_cache", (Delete((*SC, "checkpoint")),),
              "pipeline.workflow.steps[1].value", "emit of a grouped cell without checkpoint"),
+    Mutation("E49", "static_cache",
+             (Delete((*SC, "checkpoint")), Rename((*WF, "outputs", "keys"), "cache_keys"),
+              Set((*WF, "steps", 1, "output"), "cache_keys")),
+             "pipeline.workflow.steps[1].value",
+             "emit of a grouped cell without checkpoint into an output of another name"),
     Mutation("E49", "kv_decoder",
              (Set((*WF, "outputs", "kv"), {"contract": KV_CONTRACT_NO_LAYOUT, "role": "tensor",
                                            "stage": "pre_adapter"}),),
