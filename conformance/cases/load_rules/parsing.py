@@ -192,6 +192,10 @@ MUTATIONS = (
     Mutation("A100", "kv_decoder",
              (AsJson(), _json_x(_nested(65) + ',\n  "y": [' + "1, " * 100_001 + "1]")),
              "<document>", "a number 65 levels deep before too many nodes in JSON"),
+    # after every mapping of the document has closed: depth is counted down as well as up
+    Mutation("A100", "kv_decoder",
+             (ReplaceText(_YAML_END, f"{_YAML_END}x: {_nested(65)}\ny: [" + "1, " * 100_001 + "1]\n"),),
+             "<document>", "a number 65 levels deep at the end of the document before too many nodes"),
     # an anchored list of 49,373 numbers used again through an alias: 100,000 nodes in all
     Mutation("A01", "kv_decoder", (_yaml_x(f"{_ANCHORED_LIST}\ny: [*b]"),),
              "x", "unknown keys holding 100,000 nodes once an alias is expanded"),
