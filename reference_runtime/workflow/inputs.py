@@ -370,8 +370,13 @@ class InputBinder:
                 raise _request_error(f"input {name!r} was supplied twice (also as {alias!r})")
             key = name if name in supplied else alias if alias in supplied else None
             if key is not None:
-                direct[name] = to_array(name, supplied.pop(key), inp.contract)
                 role = inp.role.role if isinstance(inp.role, RuntimeRole) else None
+                if role in ("prompt_tokens", "prompt_text") and request.prompt is not None:
+                    raise _request_error(
+                        f"the prompt was given twice: as the prompt and as input {key!r}",
+                        "Give the prompt once: as the prompt, or as that input.",
+                    )
+                direct[name] = to_array(name, supplied.pop(key), inp.contract)
                 if role == "prompt_tokens" and self.check_tokens is not None:
                     self.check_tokens(key, direct[name])
                 continue
