@@ -598,8 +598,8 @@ class _Finder:
                 self.add(node, f"({ast.unparse(mutated)})", "comparison",
                          f"`{SYMBOLS[type(op)]}` to `{SYMBOLS[swapped]}` in `{_short(node)}`")  # fmt: skip
             if any(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
-                # a string's left operand is that of the first operator, each comparator that
-                # of its own operator's right side
+                # each operand with the operator on its left (None for the leftmost): a string
+                # right of `in` / `not in` is searched in, any other is compared or searched for
                 sides = zip((node.left, *node.comparators), (None, *node.ops), strict=True)
                 for operand, before in sides:
                     if not (isinstance(operand, ast.Constant) and isinstance(operand.value, str)):
