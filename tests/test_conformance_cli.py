@@ -182,11 +182,20 @@ def test_python_dash_m_and_version():
     assert run.returncode == 0 and run.stdout.startswith("conformance ")
 
 
+def _as_from_a_terminal():
+    """In the child, before it runs: SIGINT as a shell started from a terminal leaves it (the
+    default action, unblocked), whatever this test process inherited or a library loaded into
+    it set."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_writes_a_partial_report_and_exits_130(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "conformance", "certify", "--runtime", "reference", "--jobs", "1",
          "--report-dir", str(tmp_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_as_from_a_terminal,
     )  # fmt: skip
     for line in process.stderr:  # the first progress line: cases are running
         if line.startswith("["):
