@@ -16,9 +16,11 @@ JSON-lines form):
 - ``run(handle, request) -> dict``: run one request, or raise :class:`Refused` (stage "run") or
   :class:`Unsupported`. ``request`` holds ``prompt`` (token rows or null), ``inputs`` (name ->
   array, or, only for a runtime declaring ``plain_inputs``, a plain value: a number, boolean
-  or nested list), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``
-  and, only for a runtime declaring ``component_overrides``, ``overrides`` (target component
-  name -> replacement component name, or null). The result
+  or nested list), ``max_new_tokens``, ``seed``, ``greedy``, ``stop_on_eos``, ``session_id``;
+  only for a runtime declaring ``sampling_keywords``, ``greedy`` may be null (unset) and the
+  sampling keywords ``temperature``, ``top_k``, ``top_p`` and ``min_p`` (``SAMPLING_KEYWORDS``)
+  may be present; only for a runtime declaring ``component_overrides``, ``overrides`` (target
+  component name -> replacement component name, or null). The result
   holds ``outputs`` (name -> array, or a list of arrays / null per row), ``tokens`` and
   ``finish_reasons`` (per row, or null), ``events`` (name -> every emission of an ``event``
   output, in order, each an array or, for a per-row output, a list of one array or None per
@@ -127,7 +129,19 @@ FEATURES = (
     # that needs such a cast, lies outside the dtype's range or is no rectangular array of
     # numbers.
     "plain_inputs",
+    # Optional: takes a request's sampling keywords (SAMPLING_KEYWORDS) and a `greedy` left
+    # unset (null), and fills the workflow's sampling-role request inputs from them: a greedy
+    # request gives temperature 0, top_k 1, top_p 1, min_p 0; an unset `greedy` samples when a
+    # keyword is given, else as generation.defaults.do_sample says (greedy if silent); a
+    # sampling request's unset keywords take generation.defaults. Refuses (H75) a keyword out
+    # of range or of another type, one beside greedy true, one the package has no input for,
+    # and (G88) one generation.overrides does not list or bounds.
+    "sampling_keywords",
 )
+
+# The request keywords a runtime declaring ``sampling_keywords`` takes (each absent or null when
+# the request does not give it).
+SAMPLING_KEYWORDS = ("temperature", "top_k", "top_p", "min_p")
 
 
 class Refused(Exception):

@@ -11,7 +11,7 @@ import pytest
 
 from conformance.cases.catalogue import catalogue
 from conformance.certify import certify
-from conformance.protocol import Refused
+from conformance.protocol import SAMPLING_KEYWORDS, Refused
 from conformance.runtimes.reference import ReferenceRuntime
 
 
@@ -127,6 +127,25 @@ class OverrideFallsBack(Wrong):
             return super().run(handle, {**request, "overrides": None})
 
 
+class UnsetGreedyIsGreedy(Wrong):
+    """Reads a request leaving ``greedy`` unset as greedy, whatever the package's
+    ``generation.defaults.do_sample`` says."""
+
+    def request(self, request):
+        keywords = any(request.get(k) is not None for k in SAMPLING_KEYWORDS)
+        unset = request.get("greedy", True) is None and not keywords
+        return {**request, "greedy": True} if unset else request
+
+
+class UncheckedMinP(Wrong):
+    """Clips a sampling keyword into its range instead of refusing it (min_p above 1 as 1)."""
+
+    def request(self, request):
+        if isinstance(request.get("min_p"), float) and request["min_p"] > 1:
+            return {**request, "min_p": 1.0}
+        return request
+
+
 class RefusesEverything(Wrong):
     def load(self, package_dir, executor=None):
         raise Refused("load", "refused", "A01")
@@ -155,6 +174,8 @@ WRONG = {
     IgnoresOverrides: "golden/component_overrides/applied_for_one_request",
     KeepsOverrides: "golden/component_overrides/applied_for_one_request",
     OverrideFallsBack: "fail_closed/run/component_overrides/mismatches_refused",
+    UnsetGreedyIsGreedy: "golden/sampling_defaults/package_defaults_sample",
+    UncheckedMinP: "fail_closed/run/sampling_keywords/keywords_out_of_range_refused",
     RefusesEverything: "acceptance/kv_decoder",
     WrongCode: "fail_closed/D28-kv_decoder-unknown_input_port",
 }

@@ -12,8 +12,10 @@ judge a runtime on it. Suites:
   expected code and publishes nothing. Every fail-closed case needs the ``rule_codes`` feature
   (a runtime that names the broken rule in its refusals);
 - ``golden``: every run case's results equal its golden (goldens/); a run case whose requests
-  carry component ``overrides`` needs the ``component_overrides`` feature, and one giving an
-  input as a plain value (not an array) the ``plain_inputs`` feature, in every suite;
+  carry component ``overrides`` needs the ``component_overrides`` feature, one giving an
+  input as a plain value (not an array) the ``plain_inputs`` feature, and one leaving
+  ``greedy`` unset or giving a sampling keyword the ``sampling_keywords`` feature, in every
+  suite;
 - ``determinism``: running a case twice gives identical results;
 - ``rows``: each row of a batched request equals the same row run alone;
 - ``executor``: under a native executor, no ONNX Runtime session ever exists (runtimes that
@@ -70,7 +72,7 @@ from fixtures.generators.edges import NATIVE_GAP_CASES
 
 from .. import goldens
 from ..package_reader import GENAI_CONFIG, is_bare_decoder, read_document
-from ..protocol import Refused, Runtime, Unsupported, is_plain
+from ..protocol import SAMPLING_KEYWORDS, Refused, Runtime, Unsupported, is_plain
 from . import batching, drafts, kv_admission, sampling
 from .load_rules import BASES, MUTATIONS, VARIANTS
 from .mutations import load_document
@@ -468,6 +470,15 @@ def plain(run: RunCase) -> bool:
     return any(is_plain(v) for r in run.requests for v in (r.get("inputs") or {}).values())
 
 
+def keyworded(run: RunCase) -> bool:
+    """Whether a request of the case leaves ``greedy`` unset or gives a sampling keyword (the
+    ``sampling_keywords`` feature; every other request says greedy or not, and gives none)."""
+    return any(
+        r.get("greedy", True) is None or any(k in r for k in SAMPLING_KEYWORDS)
+        for r in run.requests
+    )
+
+
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
@@ -478,7 +489,8 @@ def run_catalogue() -> list[Case]:
         draws = ("sampling",) if runtime_draws(run) else ()
         overrides = ("component_overrides",) if overriding(run) else ()
         plains = ("plain_inputs",) if plain(run) else ()
-        features = (*documents[run.package], "run", *draws, *overrides, *plains)
+        keywords = ("sampling_keywords",) if keyworded(run) else ()
+        features = (*documents[run.package], "run", *draws, *overrides, *plains, *keywords)
         exact = ("reference_draws",) if draws else ()  # exact tokens of the runtime's draws
         build = _copy_base(run.package)
         notes = f" ({run.notes})" if run.notes else ""

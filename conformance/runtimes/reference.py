@@ -16,7 +16,7 @@ import onnxruntime
 import reference_runtime
 from reference_runtime import Engine, PackageError, ReferenceRuntimeError, UsageError
 
-from ..protocol import FEATURES, PROTOCOL_VERSION, Refused
+from ..protocol import FEATURES, PROTOCOL_VERSION, SAMPLING_KEYWORDS, Refused
 
 
 @functools.cache
@@ -96,6 +96,7 @@ class ReferenceRuntime:
                 max_new_tokens=request.get("max_new_tokens"),
                 seed=request.get("seed"),
                 greedy=request.get("greedy", True),
+                **{k: request.get(k) for k in SAMPLING_KEYWORDS},
                 stop_on_eos=request.get("stop_on_eos", True),
                 session_id=request.get("session_id"),
                 overrides=request.get("overrides"),
