@@ -113,7 +113,8 @@ class ReferenceRuntime:
 
     def serve(self, handle: Engine, requests: list[dict], slots: int) -> list[dict]:
         """The ``continuous_batching`` feature: ``Engine.serve``."""
-        keys = ("prompt", "inputs", "max_new_tokens", "seed", "stop_on_eos", "arrival")
+        keys = ("prompt", "inputs", "max_new_tokens", "seed", "stop_on_eos", "arrival",
+                *SAMPLING_KEYWORDS)  # fmt: skip
         served = []
         try:
             for request in requests:
