@@ -4,7 +4,17 @@ syntax. Mirrors ``reference_runtime/package/parse.py`` and ``structure.py``."""
 from __future__ import annotations
 
 from ...package_reader import format_location
-from ..mutations import AsJson, Delete, GrowFile, Insert, Mutation, ReplaceText, Set, Variant
+from ..mutations import (
+    AsJson,
+    Delete,
+    GrowFile,
+    Insert,
+    Mutation,
+    ReplaceText,
+    Set,
+    Variant,
+    load_document,
+)
 
 WF = ("pipeline", "workflow")
 # 9**6 list items from a few hundred bytes of aliases
@@ -101,6 +111,11 @@ MUTATIONS = (
     Mutation("A05", "kv_decoder",
              (Set((*WF, "inputs", "package.max_context", "default"), [[64]]),),
              'pipeline.workflow.inputs["package.max_context"].default', "nested literal list"),
+    # upstream: a branch case is one step; its steps written as a bare list are refused
+    Mutation("A05", "branching",
+             (Set((*WF, "steps", 1, "cases", "1"),
+                  load_document("branching")["pipeline"]["workflow"]["steps"][1]["cases"]["1"]["steps"]),),
+             'pipeline.workflow.steps[1].cases["1"]', "branch case written as a list of steps"),
     # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
     Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
              "model.max_sequence_length", "max_sequence_length 0"),
