@@ -147,19 +147,15 @@ def to_array(name: str, value, contract: TensorContract) -> np.ndarray:
 
 def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
     """The prompt (token rows as ``requests.PromptPreparer.prepare`` leaves them: text already
-    encoded or refused) as the prompt input's array."""
+    encoded or refused; rows checked by ``check_token_rows``, so integer ids, at least one row
+    and no empty one) as the prompt input's array."""
     if isinstance(prompt, np.ndarray):
-        array = prompt
-        if array.dtype.kind not in "iu":
-            raise _request_error(f"prompt tokens must be integers, got {array.dtype}")
-        array = array.astype(np.int64)
+        array = prompt.astype(np.int64)
     else:
         rows = list(prompt)
-        if rows and not isinstance(rows[0], list | tuple | np.ndarray):
+        if not isinstance(rows[0], list | tuple | np.ndarray):
             rows = [rows]
         lengths = {len(r) for r in rows}
-        if not rows or 0 in lengths:
-            raise _request_error("the prompt is empty")
         if len(lengths) != 1:
             raise _request_error(
                 f"prompt rows have different lengths {sorted(lengths)}; this workflow takes a "
