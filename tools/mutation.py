@@ -34,7 +34,8 @@ Mutants, by operator (``--operator``):
 - ``comparison``: ``<`` and ``<=``, ``>`` and ``>=``, ``==`` and ``!=``, ``in`` and ``not in``,
   ``is`` and ``is not`` swapped;
 - ``boolean``: ``and`` and ``or`` swapped, ``not x`` to ``x``;
-- ``constant``: an integer ``n`` to ``n + 1``, ``True`` and ``False`` swapped, a string compared
+- ``constant``: an integer ``n`` to ``n + 1``, ``True`` and ``False`` swapped (not a ``strict=``
+  flag, which only checks lengths the code makes equal), a string compared
   with ``==`` / ``!=`` or searched for with ``in`` replaced by one nothing equals, a string
   searched in (``x in "iu"``) by the empty string (nothing but itself is in it);
 - ``off_by_one``: a computed slice or ``range`` bound ``b`` to ``b + 1``;
@@ -518,6 +519,8 @@ class _Finder:
                 self.visit(node.value)
             self.statement(node)
             return
+        if isinstance(node, ast.keyword) and node.arg == "strict":
+            return  # zip's self-check of lengths equal by construction: never a result
         if isinstance(node, ast.stmt):
             self.statement(node)
         if isinstance(node, ast.expr):
