@@ -32,8 +32,9 @@ JSON-lines form):
   continuous batch of ``slots`` slots; one result per request in the order they finished:
   ``{"index", "admitted", "finished", "slot", "tokens", "finish_reason"}`` (``index``: the
   request's position; ``admitted`` / ``finished``: the batch steps it entered and left its
-  slot; ``tokens``: its one row). A refused request raises :class:`Refused` (stage "run") before
-  anything is served.
+  slot; ``tokens``: its one row; only for a runtime declaring ``batch_counters``,
+  ``diagnostics``). A refused request raises :class:`Refused` (stage "run") before anything is
+  served.
 - ``close(handle)``: forget a loaded package.
 
 Certification calls these from several threads at once (``--jobs``), on different handles.
@@ -118,6 +119,13 @@ FEATURES = (
     # Optional: serves several one-row requests with arrival steps in one continuous batch (the
     # `serve` method), each request's results equal to its solo run, freed slots reused.
     "continuous_batching",
+    # Optional: each entry `serve` returns carries diagnostics {"counters": {"batching":
+    # {"admitted", "slots_reused", "steps", "bodies", "rows"}}}, the runtime's totals since the
+    # package was loaded, read after the serve: requests admitted, admissions into a slot an
+    # earlier request held, batch steps that ran the loop body, runs of the body, and rows those
+    # runs advanced. Checked by the `batch_counters` suite: requests decoding at one step share
+    # one run of the body (bodies equal steps), and the counts agree with the schedule.
+    "batch_counters",
     # Optional: takes a request's `overrides` (target component -> replacement component) and
     # runs each declared replacement in place of its application_overridable target for that
     # request, ports remapped by contract role; refuses (C21) a replacement that is not

@@ -415,8 +415,9 @@ def test_served_cases_need_the_feature():
     cases = batching_catalogue()
     assert cases and all("continuous_batching" in c.features for c in cases)
     assert {c.suite for c in cases} == {
-        "continuous_batching", "determinism", "rows", "parity", "fail_closed"
+        "continuous_batching", "determinism", "rows", "parity", "fail_closed", "batch_counters"
     }  # fmt: skip
+    assert all("batch_counters" in c.features for c in cases if c.suite == "batch_counters")
     assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124"}
 
 
@@ -522,3 +523,31 @@ def test_cli_serve_a_missing_file_is_a_usage_error(tmp_path, capsys):
     missing = str(tmp_path / "absent.jsonl")
     assert main(["serve", str(package_path("genai_decoder")), "--requests", missing]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_counter_problems_read_the_schedule():
+    """``batch_counters``: the counters must agree with the served schedule."""
+    from conformance.cases import batching
+
+    case = next(c for c in batching.CASES if c.apart is None and len(c.sources) > c.slots)
+    # three requests over two slots: 0 in slot 0 for steps 0-2, 1 in slot 1 for steps 1-3,
+    # 2 reusing slot 0 for steps 3-4 (4 or 5 steps run the body, advancing 5 to 8 rows)
+    spans = [(0, 2, 0), (1, 3, 1), (3, 4, 0)]
+
+    def served(**counts):
+        good = {"admitted": 3, "slots_reused": 1, "steps": 5, "bodies": 5, "rows": 7}
+        totals = {"batching": {**good, **counts}}
+        return [
+            {"index": i, "admitted": a, "finished": f, "slot": s,
+             "diagnostics": {"counters": totals}}
+            for i, (a, f, s) in enumerate(spans)
+        ]  # fmt: skip
+
+    assert batching.counter_problems(case, served()) == []
+    for wrong in ({"admitted": 2}, {"slots_reused": 0}, {"bodies": 7}, {"steps": 3},
+                  {"rows": 12}, {"rows": 4}):  # fmt: skip
+        assert batching.counter_problems(case, served(**wrong)), wrong
+    bare = [{k: v for k, v in s.items() if k != "diagnostics"} for s in served()]
+    assert batching.counter_problems(case, bare) == [
+        "a served entry reports no diagnostics.counters.batching"
+    ]

@@ -8,7 +8,9 @@ session state stored by a run that then fails, a component output of the wrong d
 by the compiled invoke, negative scatter destinations unchecked, artifact paths with ``..``
 accepted when they resolve inside the package, a native executor running the components it
 cannot run on ONNX Runtime, wrong native Cast / TopK / GatherElements kernels, and an ONNX
-Runtime session created per invocation.
+Runtime session created per invocation. One more, found by mutation testing: a served
+batch that runs the loop body once per request instead of once over the requests decoding
+together (only the ``batch_counters`` cases see it; every request's results are unchanged).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from reference_runtime.package import artifacts
 from reference_runtime.package.rules import loops
 from reference_runtime.sessions import SessionStore
 from reference_runtime.workflow import compiled, interpreter, outputs
+from reference_runtime.workflow.batching import BatchServer
 from reference_runtime.workflow.interpreter import Interpreter
 
 # ------------------------------------------------------------------ the bugs
@@ -205,6 +208,14 @@ def _session_per_invocation():
     return [mock.patch.object(OrtExecutor, "load", load)]
 
 
+def _body_per_request():
+    """A served batch runs the loop body once per request at every step, never over the
+    requests decoding together (each request's results are still its solo run's)."""
+    return [
+        mock.patch.object(BatchServer, "_groups", lambda self, occupied: [[o] for o in occupied])
+    ]
+
+
 # bug: (runtime spec, the case that must fail with it, the patches)
 SEMANTICS = "golden/native_semantics/ties_truncation_negative_axis"
 BUGS = {
@@ -231,6 +242,8 @@ BUGS = {
         "reference:native", SEMANTICS, _topk_ties_last_index_first),
     "native_gather_negative_axis_as_zero": (
         "reference:native", SEMANTICS, _gather_negative_axis_as_zero),
+    "served_body_per_request": (
+        "reference", "batch_counters/genai_decoder/staggered_ragged", _body_per_request),
     "ort_session_per_invocation": (
         "reference", "component_sessions/emit_when/false_for_active_rows",
         _session_per_invocation),
@@ -274,4 +287,12 @@ def test_the_negative_length_case_alone_misses_the_destination_bug():
     (whose negative cursor is also a negative length) is still refused with E56."""
     case = "fail_closed/run/scatter_cache/negative_cursor_refused"
     status, got = certified("reference", [case], "negative_scatter_destination_unchecked")[case]
+    assert status == "passed", got
+
+
+def test_only_the_counters_see_a_body_per_request():
+    """Why ``batch_counters`` exists: a body run per request serves every request its solo
+    run's results, so the continuous batching case itself still passes."""
+    case = "continuous_batching/genai_decoder/staggered_ragged"
+    status, got = certified("reference", [case], "served_body_per_request")[case]
     assert status == "passed", got

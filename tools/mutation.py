@@ -184,6 +184,7 @@ RUN_SUITES = (
     "component_sessions",
     "kv_admission",
     "continuous_batching",
+    "batch_counters",
     "drafted",
 )
 # The modules of package/ that the interpreter and the executors also use at run time (the
@@ -246,6 +247,7 @@ SUITE_SECONDS = {
     "component_sessions": 0.3,
     "kv_admission": 0.3,
     "continuous_batching": 1.0,
+    "batch_counters": 1.0,
     "drafted": 0.5,
 }
 # A mutant's limit in CPU seconds: BASE_TIMEOUT plus TIMEOUT_FACTOR times what its cases took

@@ -16,6 +16,10 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   it alone (whatever shared the batch, whenever it was admitted);
 - ``parity/continuous_batching/<case>``: every pair of the runtime's executors serves the same
   results (with fewer than two executors: against the goldens);
+- ``batch_counters/<case>`` (a runtime that also declares ``batch_counters``): the counters
+  the serve reports agree with its schedule (admissions, reused slots, steps and rows), and the
+  requests decoding at one step share one run of the loop body, unless the case says why they
+  may run apart (``apart``: what the body reads as one value differs between them);
 - a case served under a KV budget (``kv_budget``, for a runtime that also declares
   ``kv_admission``) runs at most ``holds`` requests at once, and at some step that many, and
   admits each request of ``fit_at_arrival`` (those that fit at once) at its arrival;
@@ -68,6 +72,9 @@ class BatchCase:
     # A valid edit of the package to serve instead of the package itself (its results are
     # still its sources' goldens: the edit changes none of their tokens).
     variant: Variant | None = None
+    # Why requests decoding at one step may run the loop body apart (None: they share one run
+    # per step): what the body reads as one value differs between them.
+    apart: str | None = None
 
 
 def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
@@ -250,6 +257,7 @@ CASES = (
         "once, `length`) and one that ignores end ids and runs to the search's max_length: "
         "each row keeps its own policy, budget and stop_on_eos",
         ("sampled",),
+        apart="rows with and without stop_on_eos (one flag of the body) run apart",
     ),
     BatchCase(
         "genai_decoder/different_budgets",
@@ -295,6 +303,7 @@ CASES = (
         "a decode loop whose body reads the prompt (int64 [batch, prompt_sequence]): prompts "
         "of different lengths cannot be stacked into one body",
         variant=PROMPT_IN_THE_BODY,
+        apart="prompts of different lengths cannot be stacked into one body",
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
@@ -319,6 +328,7 @@ CASES = (
         ),
         "a row that ignores end ids until its context is full (`context_length`) beside rows "
         "that stop on either end id and free their slot",
+        apart="rows with and without stop_on_eos (one flag of the body) run apart",
     ),
     BatchCase(
         "model_io_decoder/staggered_ragged",
@@ -456,6 +466,63 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
                 f"the others admitted before it, so it is admitted at its arrival "
                 f"({case.sources[i].arrival})"
             )
+    return problems
+
+
+COUNTERS = ("admitted", "slots_reused", "steps", "bodies", "rows")
+
+
+def counter_problems(case: BatchCase, served: list[dict]) -> list[str]:
+    """What the ``batch_counters`` a serve reports (its totals after the serve, on a freshly
+    loaded package) break: every request admitted once; a reused slot for each admission into
+    a slot an earlier request held; one run of the loop body per batch step (the requests
+    decoding at one step advance together), or, where the case says why they may run apart
+    (``apart``), at least one per step and at most one per row; and the steps and rows the
+    schedule allows. A request spans
+    the steps from its admission to its finish and runs the body at each, except at the last
+    when it ends at its admission, so a count lies between the spans without their last step
+    and the spans whole."""
+    reports = [((s.get("diagnostics") or {}).get("counters") or {}).get("batching") for s in served]
+    if not reports or any(r is None for r in reports):
+        return ["a served entry reports no diagnostics.counters.batching"]
+    got = reports[-1]
+    if any(r != got for r in reports):
+        return ["the served entries report different batching counters (totals after the serve)"]
+    missing = [k for k in COUNTERS if not isinstance(got.get(k), int)]
+    if missing:
+        return [f"batching counters lack {', '.join(missing)} (integers)"]
+    spans = [(s["admitted"], s["finished"], s["slot"]) for s in served]
+    reused = len(spans) - len({slot for _, _, slot in spans})
+    whole = {step for a, f, _ in spans for step in range(a, f + 1)}
+    cut = {step for a, f, _ in spans for step in range(a, f)}
+    problems = []
+    if got["admitted"] != len(spans):
+        problems.append(f"{got['admitted']} admissions counted for {len(spans)} requests")
+    if got["slots_reused"] != reused:
+        problems.append(
+            f"{got['slots_reused']} slot reuses counted; the schedule reuses slots {reused} times"
+        )
+    if case.apart is not None:
+        if not got["steps"] <= got["bodies"] <= got["rows"]:
+            problems.append(
+                f"{got['bodies']} runs of the loop body: fewer than the {got['steps']} batch "
+                f"steps, or more than the {got['rows']} rows they advanced"
+            )
+    elif got["bodies"] != got["steps"]:
+        problems.append(
+            f"{got['bodies']} runs of the loop body in {got['steps']} batch steps: the requests "
+            "decoding at one step must share its run (one per step), not run one by one"
+        )
+    if not len(cut) <= got["steps"] <= len(whole):
+        problems.append(
+            f"{got['steps']} batch steps counted; the schedule has between {len(cut)} and "
+            f"{len(whole)} steps with a request in the body"
+        )
+    low = sum(f - a for a, f, _ in spans)
+    if not low <= got["rows"] <= low + len(spans):
+        problems.append(
+            f"{got['rows']} rows advanced counted; the schedule allows {low} to {low + len(spans)}"
+        )
     return problems
 
 

@@ -868,6 +868,20 @@ def _judge_batch(case: batching.BatchCase):
     return judge
 
 
+def _judge_batch_counters(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            served = _serve(runtime, root, case)
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        problems = batching.schedule_problems(case, served)
+        problems = problems or batching.counter_problems(case, served)
+        return _served_outcome(problems, "one run of the loop body per batch step; the "
+                               "counters agree with the schedule")  # fmt: skip
+
+    return judge
+
+
 def _judge_batch_determinism(case: batching.BatchCase):
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
@@ -989,6 +1003,9 @@ def batching_catalogue() -> list[Case]:
              _judge_batch_rows(case), ()),
             (f"parity/continuous_batching/{case.id}", "parity", PARITY,
              _judge_batch_parity(case), ("parity", *sampled)),
+            (f"batch_counters/{case.id}", "batch_counters",
+             "requests decoding at one step share its one run of the loop body; the counters "
+             "agree with the schedule", _judge_batch_counters(case), ("batch_counters",)),
         ):  # fmt: skip
             cases.append(Case(ident, suite, (*features, *extra), expected + notes, build, judge))
     return cases

@@ -142,7 +142,8 @@ class ReferenceRuntime:
                 )
         except ReferenceRuntimeError as exc:
             raise Refused("run", exc.message, exc.code) from exc
-        return served
+        counters = {"batching": dict(handle.counters.get("batching", {}))}
+        return [{**entry, "diagnostics": {"counters": counters}} for entry in served]
 
     def create_session(self, handle: Engine) -> str:
         with _refused("run"):
