@@ -49,6 +49,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "sampling",
         "kv_admission",
         "continuous_batching",
+        "batch_counters",
         "drafted",
     } == {c.suite for c in cases}
 
