@@ -99,8 +99,10 @@ FEATURES = (
     # Runs a case under every executor it declares (describe's "executors") and compares them
     # pairwise; with fewer than two executors, parity is judged against the goldens.
     "parity",
-    # Optional: runs report diagnostics {"counters": {"sessions_created", "invocations"}} of a
-    # native (non-ONNX-Runtime) executor, checked by the `executor` suite.
+    # Optional: runs report diagnostics {"counters": {"sessions_created": {executor: n},
+    # "invocations": {component: {executor: n}}}} of a native (non-ONNX-Runtime) executor,
+    # checked by the `executor` suite: no ONNX Runtime session or invocation, and an invocation
+    # counted for each component the workflow invokes on every run (root steps, loop setup).
     "native_executor",
     # Optional: runs report diagnostics {"counters": {"sessions_created": {executor: n}}}, the
     # sessions the runtime created for the loaded package so far (one per component, reused by

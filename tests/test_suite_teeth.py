@@ -8,8 +8,10 @@ session state stored by a run that then fails, a component output of the wrong d
 by the compiled invoke, negative scatter destinations unchecked, artifact paths with ``..``
 accepted when they resolve inside the package, a native executor running the components it
 cannot run on ONNX Runtime, wrong native Cast / TopK / GatherElements kernels, and an ONNX
-Runtime session created per invocation. One more, found by mutation testing: a served
-batch that runs the loop body once per request instead of once over the requests decoding
+Runtime session created per invocation. Two more, found by mutation testing: executor counters
+that count no invocation (the native executor's cases read them for ONNX Runtime invocations,
+which such counters never show, so each component a run always invokes must be counted), and a
+served batch that runs the loop body once per request instead of once over the requests decoding
 together (only the ``batch_counters`` cases see it; every request's results are unchanged).
 """
 
@@ -27,6 +29,7 @@ import pytest
 
 from conformance.cases.catalogue import catalogue
 from conformance.certify import certify
+from reference_runtime.counters import Counters
 from reference_runtime.errors import ReferenceRuntimeError
 from reference_runtime.executors.native import NativeExecutor, registry
 from reference_runtime.executors.ort import OrtExecutor
@@ -216,6 +219,12 @@ def _body_per_request():
     ]
 
 
+def _invocations_uncounted():
+    """Components run, but the executor counters never count an invocation (counters that
+    count nothing show no ONNX Runtime invocation either)."""
+    return [mock.patch.object(Counters, "invoked", lambda self, component, executor: None)]
+
+
 # bug: (runtime spec, the case that must fail with it, the patches)
 SEMANTICS = "golden/native_semantics/ties_truncation_negative_axis"
 BUGS = {
@@ -244,6 +253,9 @@ BUGS = {
         "reference:native", SEMANTICS, _gather_negative_axis_as_zero),
     "served_body_per_request": (
         "reference", "batch_counters/genai_decoder/staggered_ragged", _body_per_request),
+    "native_invocations_uncounted": (
+        "reference:native", "executor/native_semantics/ties_truncation_negative_axis",
+        _invocations_uncounted),
     "ort_session_per_invocation": (
         "reference", "component_sessions/emit_when/false_for_active_rows",
         _session_per_invocation),

@@ -348,8 +348,36 @@ def _judge_rows(run: RunCase):
     return judge
 
 
-def _foreign_executors(results: list[dict]) -> list[str]:
-    """What the results' counters show ran outside the native executor."""
+def always_invoked(document: dict) -> set[str]:
+    """The components a workflow document invokes on every run: its root steps run once per
+    request, and a loop's ``setup`` on every entry, so the invoke steps among them, within
+    ``sequence`` steps and the setup of loops entered so, run whatever the request (not those
+    in a loop body or a branch case). A run that succeeds invokes each at least once."""
+    workflow = (document.get("pipeline") or {}).get("workflow") or {}
+    names: set[str] = set()
+    steps = list(workflow.get("steps") or [])
+    while steps:
+        step = steps.pop()
+        if not isinstance(step, dict):
+            continue
+        if step.get("kind") == "invoke" and isinstance(step.get("component"), str):
+            names.add(step["component"])
+        elif step.get("kind") == "sequence":
+            steps.extend(step.get("steps") or [])
+        elif step.get("kind") == "loop":
+            steps.extend(step.get("setup") or [])
+    return names
+
+
+def _run_results(run: RunCase, results: list[dict]) -> list[dict]:
+    """The results of the case's runs (not of its session actions, which run nothing)."""
+    return [r for q, r in zip(run.requests, results, strict=True) if "session_action" not in q]
+
+
+def _foreign_executors(results: list[dict], invoked: set[str] = frozenset()) -> list[str]:
+    """What the results' counters show ran outside the native executor, and the components of
+    ``invoked`` a run that succeeded does not count an invocation of (counters that count
+    nothing prove nothing)."""
     problems = []
     for result in results:
         counters = (result.get("diagnostics") or {}).get("counters")
@@ -360,15 +388,25 @@ def _foreign_executors(results: list[dict]) -> list[str]:
         foreign = sorted(set(counters.get("sessions_created", {})) - {"native"})
         if foreign:
             problems.append(f"sessions created by {', '.join(foreign)} under the native executor")
-        for component, by_executor in counters.get("invocations", {}).items():
+        invocations = counters.get("invocations", {})
+        for component, by_executor in invocations.items():
             if "ort" in by_executor:
                 problems.append(f"{component!r} ran on ONNX Runtime")
+        if not result.get("error"):
+            uncounted = sorted(c for c in invoked if not sum((invocations.get(c) or {}).values()))
+            if uncounted:
+                problems.append(
+                    f"the run counts no invocation of {', '.join(map(repr, uncounted))}, which "
+                    "the workflow's top level invokes on every run"
+                )
     return problems
 
 
 def _judge_native_executor(run: RunCase):
     def judge(runtime: Runtime, root: Path) -> Outcome:
-        return _verdict(_foreign_executors(execute(runtime, run, root)), "native sessions only")
+        invoked = always_invoked(read_document(root))
+        problems = _foreign_executors(_run_results(run, execute(runtime, run, root)), invoked)
+        return _verdict(problems, "native sessions only, every invocation counted")
 
     return judge
 
@@ -395,7 +433,10 @@ def _judge_native_gap(run: RunCase):
         finally:
             runtime.close(handle)
         golden = {"results": [goldens.encode_result(r) for r in expected_results(run)]}
-        problems = _foreign_executors(results) + goldens.differences(golden, results)
+        invoked = always_invoked(read_document(root))
+        problems = _foreign_executors(_run_results(run, results), invoked) + goldens.differences(
+            golden, results
+        )
         return _verdict(problems, "ran on the native executor, with the formula's results")
 
     return judge
