@@ -74,12 +74,6 @@ class CompiledInterpreter(Interpreter):
 
     # ------------------------------------------------------------------ invoke
 
-    def invoke(self, step: InvokeStep, frame: Frame) -> None:
-        if frame.overrides:
-            super().invoke(step, frame)
-        else:
-            self._invoke_function(step)(frame)
-
     def _invoke_function(self, step: InvokeStep) -> Callable:
         function = self.invokes.get(id(step))
         if function is None:
