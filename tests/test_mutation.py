@@ -243,6 +243,8 @@ def test_every_suite_of_the_catalogue_is_tried_by_a_module_group():
         ("workflow/interpreter.py", "sampling"),
         ("executors/speculative.py", "golden"),
         ("executors/decoding.py", "sampling"),
+        ("workflow/compiled.py", "executor"),  # the invocation counters of the compiled invoke
+        ("workflow/interpreter.py", "executor"),  # and of the plain one
     ],
 )
 def test_the_modules_a_suite_judges_are_certified_by_it(module, suite):

@@ -171,6 +171,7 @@ DEFAULT_TARGETS = (
 )
 
 PLAIN, NATIVE, COMPILED = "reference:plain", "reference:native:plain", "reference"
+COMPILED_NATIVE = "reference:native"
 LOAD_SUITES = ("acceptance", "fail_closed")
 # Every suite that runs requests (tests/test_mutation.py holds GROUPS to the catalogue's suites:
 # each suite is tried for some group, and no group names a suite the catalogue lacks).
@@ -202,7 +203,11 @@ SHARED_WITH_RUN_TIME = (
 # Module groups: (path prefixes under reference_runtime/, [(runtime spec, suites)]). The first
 # group whose prefix matches a file decides; suites in the order they are tried without coverage.
 GROUPS = (
-    ("compiled interpreter", ("workflow/compiled.py", "codegen.py"), ((COMPILED, RUN_SUITES),)),
+    (
+        "compiled interpreter",
+        ("workflow/compiled.py", "codegen.py"),
+        ((COMPILED, RUN_SUITES), (COMPILED_NATIVE, ("executor",))),
+    ),
     (
         "native executor",
         ("executors/native/",),
@@ -216,7 +221,7 @@ GROUPS = (
         ("executors/",),
         ((PLAIN, (*LOAD_SUITES, *RUN_SUITES)), (NATIVE, ("executor",))),
     ),
-    ("interpreter", ("",), ((PLAIN, (*RUN_SUITES, "acceptance")),)),
+    ("interpreter", ("",), ((PLAIN, (*RUN_SUITES, "acceptance")), (NATIVE, ("executor",)))),
 )
 # The rule families (the first letter of a rule code) each validator module enforces: without
 # coverage, a mutant there tries the fail-closed cases of its families first.
