@@ -478,10 +478,9 @@ def counter_problems(case: BatchCase, served: list[dict]) -> list[str]:
     a slot an earlier request held; one run of the loop body per batch step (the requests
     decoding at one step advance together), or, where the case says why they may run apart
     (``apart``), at least one per step and at most one per row; and the steps and rows the
-    schedule allows. A request spans
-    the steps from its admission to its finish and runs the body at each, except at the last
-    when it ends at its admission, so a count lies between the spans without their last step
-    and the spans whole."""
+    schedule allows. A request spans the steps from its admission to its finish and runs the
+    body at each, except at the last when it ends at its admission, so a count lies between
+    the spans without their last step and the spans whole."""
     reports = [((s.get("diagnostics") or {}).get("counters") or {}).get("batching") for s in served]
     if not reports or any(r is None for r in reports):
         return ["a served entry reports no diagnostics.counters.batching"]
