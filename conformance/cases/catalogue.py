@@ -374,7 +374,7 @@ def _run_results(run: RunCase, results: list[dict]) -> list[dict]:
     return [r for q, r in zip(run.requests, results, strict=True) if "session_action" not in q]
 
 
-def _foreign_executors(results: list[dict], invoked: set[str] = frozenset()) -> list[str]:
+def _foreign_executors(results: list[dict], invoked: set[str]) -> list[str]:
     """What the results' counters show ran outside the native executor, and the components of
     ``invoked`` a run that succeeded does not count an invocation of (counters that count
     nothing prove nothing)."""
@@ -434,9 +434,8 @@ def _judge_native_gap(run: RunCase):
             runtime.close(handle)
         golden = {"results": [goldens.encode_result(r) for r in expected_results(run)]}
         invoked = always_invoked(read_document(root))
-        problems = _foreign_executors(_run_results(run, results), invoked) + goldens.differences(
-            golden, results
-        )
+        problems = _foreign_executors(_run_results(run, results), invoked)
+        problems += goldens.differences(golden, results)
         return _verdict(problems, "ran on the native executor, with the formula's results")
 
     return judge
