@@ -278,12 +278,12 @@ VERDICTS = {
 
 
 def feature_verdicts(results: list[Result], declared) -> dict[str, dict]:
-    """Per feature of the protocol: the counts of the cases that need it, and a verdict: failed
-    if any failed; else certified (with expected failures, if any) if any applied; else not
-    applicable (or no case needs it here)."""
+    """Per feature of the protocol: the counts of the cases that need it (or, declared, make
+    their judge stricter), and a verdict: failed if any failed; else certified (with expected
+    failures, if any) if any applied; else not applicable (or no case needs it here)."""
     counts: dict[str, Counter] = defaultdict(Counter)
     for r in results:
-        for feature in r.case.features:
+        for feature in (*r.case.features, *(f for f in r.case.stricter if f in declared)):
             counts[feature][r.status] += 1
     out = {}
     for feature in FEATURES:

@@ -61,6 +61,10 @@ PROTOCOL_VERSION = 2
 FEATURES = (
     "load",  # loading valid packages
     "rule_codes",  # refusing invalid packages and requests, naming the broken rule's code
+    # Optional, stricter: a package refused at load lists every violation with its place in the
+    # document (Refused.violations); a fail-closed case then passes only when one violation of
+    # its rule points where the case broke it.
+    "rule_locations",
     "run",  # running requests
     "invoke",
     "sequence",
@@ -156,13 +160,23 @@ SAMPLING_KEYWORDS = ("temperature", "top_k", "top_p", "min_p")
 
 class Refused(Exception):
     """The runtime refused a package (stage "load") or a request (stage "run") because it
-    breaks a rule: ``code`` names the rule (a comma-separated list where several are broken)."""
+    breaks a rule: ``code`` names the rule (a comma-separated list where several are broken).
+    ``violations`` (a runtime declaring ``rule_locations``, at load): every broken rule as a
+    ``(code, location)`` pair, the location a path into the package's document
+    (``pipeline.workflow.steps[0].value``, docs/conformance.md)."""
 
-    def __init__(self, stage: str, message: str, code: str | None = None):
+    def __init__(
+        self,
+        stage: str,
+        message: str,
+        code: str | None = None,
+        violations: list[tuple[str, str]] | None = None,
+    ):
         super().__init__(message)
         self.stage = stage
         self.message = message
         self.code = code
+        self.violations = violations
 
 
 class Unsupported(Exception):

@@ -10,9 +10,11 @@ accepted when they resolve inside the package, a native executor running the com
 cannot run on ONNX Runtime, wrong native Cast / TopK / GatherElements kernels, and an ONNX
 Runtime session created per invocation. Two more, found by mutation testing: executor counters
 that count no invocation (the native executor's cases read them for ONNX Runtime invocations,
-which such counters never show, so each component a run always invokes must be counted), and a
+which such counters never show, so each component a run always invokes must be counted), a
 served batch that runs the loop body once per request instead of once over the requests decoding
-together (only the ``batch_counters`` cases see it; every request's results are unchanged).
+together (only the ``batch_counters`` cases see it; every request's results are unchanged), and
+a validator that reports a broken rule only where the break makes the same rule fail again
+elsewhere (only the ``rule_locations`` judge sees it).
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import pytest
 
 from conformance.cases.catalogue import catalogue
 from conformance.certify import certify
+from conformance.runtimes.reference import ReferenceRuntime
 from reference_runtime.counters import Counters
 from reference_runtime.errors import ReferenceRuntimeError
 from reference_runtime.executors.native import NativeExecutor, registry
 from reference_runtime.executors.ort import OrtExecutor
 from reference_runtime.package import artifacts
 from reference_runtime.package.rules import loops
+from reference_runtime.package.rules.context import Ctx
 from reference_runtime.sessions import SessionStore
 from reference_runtime.workflow import compiled, interpreter, outputs
 from reference_runtime.workflow.batching import BatchServer
@@ -225,6 +229,18 @@ def _invocations_uncounted():
     return [mock.patch.object(Counters, "invoked", lambda self, component, executor: None)]
 
 
+def _repeated_layer_unreported():
+    """The validator never reports a layer repeated on a role; the key and value layers that
+    then differ are still reported with the same code (E53), elsewhere."""
+    original = Ctx.add
+
+    def add(self, code, path, message, hint=None):
+        if code != "E53" or "appears twice" not in message:
+            original(self, code, path, message, hint)
+
+    return [mock.patch.object(Ctx, "add", add)]
+
+
 # bug: (runtime spec, the case that must fail with it, the patches)
 SEMANTICS = "golden/native_semantics/ties_truncation_negative_axis"
 BUGS = {
@@ -256,6 +272,9 @@ BUGS = {
     "native_invocations_uncounted": (
         "reference:native", "executor/native_semantics/ties_truncation_negative_axis",
         _invocations_uncounted),
+    "repeated_layer_unreported": (
+        "reference", "fail_closed/E53-static_cache-duplicate_key_layer",
+        _repeated_layer_unreported),
     "ort_session_per_invocation": (
         "reference", "component_sessions/emit_when/false_for_active_rows",
         _session_per_invocation),
@@ -308,3 +327,20 @@ def test_only_the_counters_see_a_body_per_request():
     case = "continuous_batching/genai_decoder/staggered_ragged"
     status, got = certified("reference", [case], "served_body_per_request")[case]
     assert status == "passed", got
+
+
+def test_only_the_locations_see_a_rule_reported_elsewhere():
+    """Why ``rule_locations`` exists: with the repeated layer unreported, the package is still
+    refused with E53 (its key and value layers differ), so a runtime that names only codes
+    passes the case."""
+    case = "fail_closed/E53-static_cache-duplicate_key_layer"
+    runtime = ReferenceRuntime()
+    described = runtime.describe()
+    described["features"].remove("rule_locations")
+    with (
+        mock.patch.object(runtime, "describe", lambda: described),
+        injected("repeated_layer_unreported"),
+    ):
+        _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
+                             cases=[c for c in catalogue() if c.id == case])  # fmt: skip
+    assert [(r.status, r.case.id) for r in results] == [("passed", case)], results[0].got

@@ -96,6 +96,7 @@ MIN_CASES = 600
 FAILURE_KINDS = {
     "refused": "refused a valid package or request",
     "wrong_code": "refused, but with another rule's code (or none)",
+    "wrong_location": "refused with the rule's code, but with no violation of it where it is broken",
     "not_refused": "loaded or ran what must be refused",
     "mismatch": "results differ from what the case expects",
     "unsupported": "answered unsupported for a feature it declares (or for an unknown one)",
@@ -127,6 +128,8 @@ class Case:
     rule: str | None = None  # the rule code a fail-closed case breaks
     run: RunCase | None = None  # the run case a run-suite or run-time fail-closed case runs
     options: dict | None = None  # the load options it passes (kv_admission: kv_budget_bytes)
+    # optional features that make its judge stricter where declared (not needed to apply)
+    stricter: tuple[str, ...] = ()
 
 
 def package_features(document: dict) -> tuple[str, ...]:
@@ -221,16 +224,27 @@ def refusal_codes(code: str | None) -> set[str]:
     return {c.strip() for c in (code or "").split(",") if c.strip()}
 
 
-def _judge_refusal(code: str):
+def _judge_refusal(code: str, location: str):
+    """Refused at load naming ``code``; for a runtime declaring ``rule_locations``, with a
+    violation of ``code`` at ``location`` (a runtime reporting the rule broken elsewhere only
+    refused for another reason)."""
+
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
             handle = runtime.load(str(root))
         except Refused as exc:
-            if code in refusal_codes(exc.code):
+            if code not in refusal_codes(exc.code):
+                message = exc.message.splitlines()[0] if exc.message else ""
+                return Outcome(False, f"refused at load [{exc.code}], not {code}: {message}",
+                               "wrong_code")  # fmt: skip
+            if "rule_locations" not in (runtime.describe().get("features") or ()):
                 return Outcome(True, f"refused at load [{exc.code}]")
-            message = exc.message.splitlines()[0] if exc.message else ""
-            return Outcome(False, f"refused at load [{exc.code}], not {code}: {message}",
-                           "wrong_code")  # fmt: skip
+            found = [where for c, where in exc.violations or () if c == code]
+            if location in found:
+                return Outcome(True, f"refused at load [{exc.code}] at {location}")
+            return Outcome(False, f"refused at load [{exc.code}], but no {code} violation at "
+                           f"{location} (it named {', '.join(found) or 'none'})",
+                           "wrong_location")  # fmt: skip
         runtime.close(handle)
         return Outcome(False, "loaded without refusal (the package is invalid)", "not_refused")
 
@@ -1088,9 +1102,10 @@ def catalogue() -> list[Case]:
                 id=ident,
                 suite="fail_closed",
                 features=(*features[mutation.base], "rule_codes"),
-                expected=f"refused ({mutation.code}): {mutation.describe()}",
+                expected=f"refused ({mutation.code} at {mutation.location}): {mutation.describe()}",
                 build=mutation.materialise,
-                judge=_judge_refusal(mutation.code),
+                judge=_judge_refusal(mutation.code, mutation.location),
+                stricter=("rule_locations",),
                 rule=mutation.code,
             )
         )

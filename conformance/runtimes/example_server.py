@@ -61,6 +61,10 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
             reply["result"] = dispatch(message["method"], message.get("params") or {})
         except Refused as exc:
             reply["error"] = {"stage": exc.stage, "code": exc.code, "message": exc.message}
+            if exc.violations is not None:
+                reply["error"]["violations"] = [
+                    {"code": code, "location": location} for code, location in exc.violations
+                ]
         except Unsupported as exc:
             reply["error"] = {
                 "stage": exc.stage,

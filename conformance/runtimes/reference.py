@@ -84,7 +84,8 @@ class ReferenceRuntime:
                 draft=options.get("draft"),
             )
         except PackageError as exc:
-            raise Refused("load", str(exc), ",".join(exc.codes)) from exc
+            violations = [(v.code, v.location) for v in exc.violations]
+            raise Refused("load", str(exc), ",".join(exc.codes), violations) from exc
         except (ReferenceRuntimeError, UsageError) as exc:
             raise Refused("load", exc.message, exc.code) from exc
 

@@ -2,7 +2,8 @@
 
 The client starts ``COMMAND`` and exchanges one JSON object per line on its stdin/stdout
 (stderr is passed through). Requests are ``{"id", "method", "params"}``; replies are
-``{"id", "result"}``, ``{"id", "error": {"stage", "code", "message"}}`` for a refusal, or
+``{"id", "result"}``, ``{"id", "error": {"stage", "code", "message"}}`` for a refusal (with
+``"violations": [{"code", "location"}, ...]`` from a runtime declaring ``rule_locations``), or
 ``{"id", "error": {"stage", "unsupported", "message"}}`` (protocol version 2) when the runtime
 does not support the feature named by ``unsupported``. Arrays travel as
 ``{"dtype", "shape", "base64"}``; a run result's ``events`` maps each event output to the list
@@ -85,7 +86,12 @@ class SubprocessRuntime:
                         raise Unsupported(
                             error["stage"], error["unsupported"], error.get("message", "")
                         )
-                    raise Refused(error["stage"], error.get("message", ""), error.get("code"))
+                    violations = error.get("violations")
+                    if violations is not None:
+                        violations = [(v.get("code"), v.get("location")) for v in violations]
+                    raise Refused(
+                        error["stage"], error.get("message", ""), error.get("code"), violations
+                    )
                 raise ProtocolError(f"{method}: {error.get('message')}")
             return reply["result"]
 
