@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conformance.cases.catalogue import MIN_CASES, catalogue, package_features
-from conformance.cases.load_rules import BASES, VARIANTS
+from conformance.cases.load_rules import BASES, MUTATIONS, VARIANTS
 from conformance.cases.mutations import load_document
 from conformance.certify import (
     Problem,
@@ -323,9 +323,12 @@ def test_a_runtime_that_refuses_everything_fails_every_case_it_is_judged_on():
 def test_a_refusal_passes_when_it_names_the_rule_among_others(tmp_path):
     case = some_fail_closed(1)[0]
 
+    where = next(m.location for m in MUTATIONS if case.id == f"fail_closed/{m.ident}")
+
     class Lists(ReferenceRuntime):
         def load(self, package_dir, executor=None):
-            raise Refused("load", "several rules", f"Z99, {case.rule}")
+            raise Refused("load", "several rules", f"Z99, {case.rule}",
+                          [("Z99", "<document>"), (case.rule, where)])  # fmt: skip
 
     outcome = case.judge(Lists(), case.build(tmp_path))
     assert outcome.passed, outcome.got
