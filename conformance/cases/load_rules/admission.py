@@ -72,26 +72,30 @@ def _genai(edit, location: str, note: str) -> Mutation:
     )
 
 
-def kv_decoder_graph(past: dict, value_type: int = TensorProto.FLOAT) -> bytes:
+def kv_decoder_graph(
+    past: dict, value_type: int = TensorProto.FLOAT, past_names: dict | None = None
+) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
-    ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``."""
+    ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``;
+    ``past_names`` renames past KV inputs (``{"key": name}``)."""
     info = helper.make_tensor_value_info
+    names = {k: f"past_key_values.0.{k}" for k in past} | (past_names or {})
     present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
                for k, dims in past.items()}  # fmt: skip
     types = {"key": TensorProto.FLOAT, "value": value_type}
     inputs = [info(n, TensorProto.INT64, ["batch", s])
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
-    inputs += [info(f"past_key_values.0.{k}", types[k], d) for k, d in past.items()]
+    inputs += [info(names[k], types[k], d) for k, d in past.items()]
     outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
     outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
         helper.make_node("Expand", ["column", "vocab"], ["logits"]),
-        helper.make_node("Identity", ["past_key_values.0.key"], ["present.0.key"]),
-        helper.make_node("Identity", ["past_key_values.0.value"], ["present.0.value"]),
+        helper.make_node("Identity", [names["key"]], ["present.0.key"]),
+        helper.make_node("Identity", [names["value"]], ["present.0.value"]),
     ]
     constants = [helper.make_tensor("last", TensorProto.INT64, [1], [2]),
                  helper.make_tensor("vocab", TensorProto.INT64, [3], [1, 1, 96])]  # fmt: skip
@@ -410,6 +414,12 @@ MUTATIONS = (
              (WriteFile("model.onnx",
                         kv_decoder_graph({"key": SEQUENCE_MAJOR, "value": SEQUENCE_MAJOR})),),
              "model.io.kv_inputs", "KV sequence-major where model.io means head-major"),
+    Mutation("H91", "model_io_decoder",
+             (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
+                                                       past_names={"key": "lengths"})),
+              Set(("model", "io", "kv_inputs"), ["lengths", "past_key_values.0.value"]),
+              Set(("model", "io", "kv_outputs"), ["present.0.key", "present.0.value"])),
+             "model.io.kv_inputs", "KV input named like a port of the decode contract"),
     # search is optional: a folder without it is read on, to its broken tokenizer
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
