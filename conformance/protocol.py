@@ -65,6 +65,10 @@ FEATURES = (
     # document (Refused.violations); a fail-closed case then passes only when one violation of
     # its rule points where the case broke it.
     "rule_locations",
+    # Optional, stricter: a package refused at load names exactly the rules it breaks. Each
+    # fail-closed load case breaks one rule (a few, one fault the format checks twice, list the
+    # others); naming a rule the package does not break is a false reason, and fails the case.
+    "exact_rule_codes",
     "run",  # running requests
     "invoke",
     "sequence",

@@ -14,7 +14,8 @@ which such counters never show, so each component a run always invokes must be c
 served batch that runs the loop body once per request instead of once over the requests decoding
 together (only the ``batch_counters`` cases see it; every request's results are unchanged), and
 a validator that reports a broken rule only where the break makes the same rule fail again
-elsewhere (only the ``rule_locations`` judge sees it).
+elsewhere (only the ``rule_locations`` judge sees it), and one that also names a rule the
+package does not break (only the ``exact_rule_codes`` judge sees it).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from reference_runtime.counters import Counters
 from reference_runtime.errors import ReferenceRuntimeError
 from reference_runtime.executors.native import NativeExecutor, registry
 from reference_runtime.executors.ort import OrtExecutor
-from reference_runtime.package import artifacts
+from reference_runtime.package import artifacts, structure
 from reference_runtime.package.rules import loops
 from reference_runtime.package.rules.context import Ctx
 from reference_runtime.sessions import SessionStore
@@ -241,6 +242,13 @@ def _repeated_layer_unreported():
     return [mock.patch.object(Ctx, "add", add)]
 
 
+def _branch_arm_list_as_any_value():
+    """The validator reads a branch case written as a list like any value of the wrong type:
+    still A05 (the case's step is no list), and D35 as well (the branch's cases hold no
+    step), a rule the package keeps."""
+    return [mock.patch.object(structure, "_is_branch_arm", lambda path: False)]
+
+
 # bug: (runtime spec, the case that must fail with it, the patches)
 SEMANTICS = "golden/native_semantics/ties_truncation_negative_axis"
 BUGS = {
@@ -275,6 +283,9 @@ BUGS = {
     "repeated_layer_unreported": (
         "reference", "fail_closed/E53-static_cache-duplicate_key_layer",
         _repeated_layer_unreported),
+    "branch_arm_list_as_any_value": (
+        "reference", "fail_closed/A05-branching-branch_case_written_as_a_list_of_steps",
+        _branch_arm_list_as_any_value),
     "ort_session_per_invocation": (
         "reference", "component_sessions/emit_when/false_for_active_rows",
         _session_per_invocation),
@@ -340,6 +351,22 @@ def test_only_the_locations_see_a_rule_reported_elsewhere():
     with (
         mock.patch.object(runtime, "describe", lambda: described),
         injected("repeated_layer_unreported"),
+    ):
+        _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
+                             cases=[c for c in catalogue() if c.id == case])  # fmt: skip
+    assert [(r.status, r.case.id) for r in results] == [("passed", case)], results[0].got
+
+
+def test_only_exact_codes_see_a_rule_the_package_keeps():
+    """Why ``exact_rule_codes`` exists: naming D35 beside A05 still names the case's rule, so a
+    runtime that does not promise exact codes passes the case."""
+    case = "fail_closed/A05-branching-branch_case_written_as_a_list_of_steps"
+    runtime = ReferenceRuntime()
+    described = runtime.describe()
+    described["features"].remove("exact_rule_codes")
+    with (
+        mock.patch.object(runtime, "describe", lambda: described),
+        injected("branch_arm_list_as_any_value"),
     ):
         _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
                              cases=[c for c in catalogue() if c.id == case])  # fmt: skip

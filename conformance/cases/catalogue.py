@@ -97,6 +97,7 @@ FAILURE_KINDS = {
     "refused": "refused a valid package or request",
     "wrong_code": "refused, but with another rule's code (or none)",
     "wrong_location": "refused with the rule's code, but with no violation of it where it is broken",
+    "extra_codes": "refused with the rule's code, and with rules the package does not break",
     "not_refused": "loaded or ran what must be refused",
     "mismatch": "results differ from what the case expects",
     "unsupported": "answered unsupported for a feature it declares (or for an unknown one)",
@@ -224,20 +225,28 @@ def refusal_codes(code: str | None) -> set[str]:
     return {c.strip() for c in (code or "").split(",") if c.strip()}
 
 
-def _judge_refusal(code: str, location: str):
-    """Refused at load naming ``code``; for a runtime declaring ``rule_locations``, with a
-    violation of ``code`` at ``location`` (a runtime reporting the rule broken elsewhere only
-    refused for another reason)."""
+def _judge_refusal(code: str, location: str, also: tuple[str, ...] = ()):
+    """Refused at load naming ``code``; for a runtime declaring ``exact_rule_codes``, naming
+    no rule but ``code`` and ``also`` (the rules the same edit breaks too); for a runtime
+    declaring ``rule_locations``, with a violation of ``code`` at ``location`` (a runtime
+    reporting the rule broken elsewhere only refused for another reason)."""
 
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
             handle = runtime.load(str(root))
         except Refused as exc:
-            if code not in refusal_codes(exc.code):
+            named = refusal_codes(exc.code)
+            if code not in named:
                 message = exc.message.splitlines()[0] if exc.message else ""
                 return Outcome(False, f"refused at load [{exc.code}], not {code}: {message}",
                                "wrong_code")  # fmt: skip
-            if "rule_locations" not in (runtime.describe().get("features") or ()):
+            declared = runtime.describe().get("features") or ()
+            extra = sorted(named - {code, *also})
+            if extra and "exact_rule_codes" in declared:
+                return Outcome(False, f"refused at load [{exc.code}], naming "
+                               f"{', '.join(extra)}, which the package does not break",
+                               "extra_codes")  # fmt: skip
+            if "rule_locations" not in declared:
                 return Outcome(True, f"refused at load [{exc.code}]")
             found = [where for c, where in exc.violations or () if c == code]
             if location in found:
@@ -1102,10 +1111,12 @@ def catalogue() -> list[Case]:
                 id=ident,
                 suite="fail_closed",
                 features=(*features[mutation.base], "rule_codes"),
-                expected=f"refused ({mutation.code} at {mutation.location}): {mutation.describe()}",
+                expected=f"refused ({mutation.code} at {mutation.location}"
+                + "".join(f", and {c}" for c in mutation.also)
+                + f"): {mutation.describe()}",
                 build=mutation.materialise,
-                judge=_judge_refusal(mutation.code, mutation.location),
-                stricter=("rule_locations",),
+                judge=_judge_refusal(mutation.code, mutation.location, mutation.also),
+                stricter=("rule_locations", "exact_rule_codes"),
                 rule=mutation.code,
             )
         )

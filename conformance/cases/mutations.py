@@ -234,6 +234,9 @@ class Mutation(_Edited):
     ops: tuple
     location: str  # where (one of) the violations must point
     note: str = ""  # what the mutation breaks, in words
+    # Codes the same edit must also be refused with, where the format checks one fault twice
+    # (a weights path through `..` breaks G67 and H74); the case judges ``code`` alone.
+    also: tuple[str, ...] = ()
 
     @property
     def ident(self) -> str:
