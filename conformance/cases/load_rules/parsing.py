@@ -96,6 +96,13 @@ MUTATIONS = (
     # a refused value too long to quote whole is still refused with its own code
     Mutation("A04", "kv_decoder", (Set((*WF, "steps", 2, "kind"), "transfer_" * 9),),
              "pipeline.workflow.steps[2].kind", "step kind of 81 characters"),
+    # a near miss is refused like any other (the message suggests the spelling meant)
+    Mutation("A01", "kv_decoder", (Set((*WF, "components", "model", "implementaton"), {}),),
+             "pipeline.workflow.components.model.implementaton", "misspelt component key"),
+    Mutation("A04", "kv_decoder", (Set((*WF, "steps", 2, "kind"), "emitt"),),
+             "pipeline.workflow.steps[2].kind", "misspelt step kind"),
+    Mutation("A04", "kv_decoder", (Set((*WF, "steps", 2, "kind"), ["emit"]),),
+             "pipeline.workflow.steps[2].kind", "step kind a list"),
     Mutation("A05", "kv_decoder",
              (Set((*WF, "inputs", "request.seed", "contract", "rank"), "one" * 27),),
              'pipeline.workflow.inputs["request.seed"].contract.rank', "rank a string of 81 characters"),
