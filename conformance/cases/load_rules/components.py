@@ -236,6 +236,7 @@ def _dims(*dims):
 assert onnx.load_from_string(_NO_LOCATION).graph.initializer[0].external_data
 _TIMER = (*COMP, "timer")
 _OVERLAY = (*COMP, "overlay")
+RUNTIME_SEQUENCE = {"kind": "runtime_sequence_state"}
 _COMMIT = (*COMP, "grammar_commit")
 _SECOND_ASSEMBLER = {
     "implementation": {"kind": "adapter", "abi": "onnx-genai.text-assembly", "version": "1",
@@ -304,6 +305,13 @@ MUTATIONS = (
              "pipeline.workflow.components.timer.contract", "adapter without contract"),
     Mutation("C20", "speculative", (Delete((*_TIMER, "contract", "parameters", "action")),),
              "pipeline.workflow.components.timer.contract.parameters.action", "missing action"),
+    Mutation("C20", "lora", (Delete((*_OVERLAY, "contract")),),
+             "pipeline.workflow.components.overlay.contract", "overlay adapter without a contract"),
+    # upstream holds overlay targets only under the overlay contract: C22 is not named here
+    Mutation("C20", "lora", (Set((*_OVERLAY, "contract", "id"), "example.other-contract"),
+                             Set((*_OVERLAY, "contract", "parameters"), {"action": "apply"})),
+             "pipeline.workflow.components.overlay.contract.id",
+             "overlay adapter under another contract naming no target"),
     Mutation("C20", "lora", (Set((*_OVERLAY, "contract", "parameters", "action"), "merge"),),
              "pipeline.workflow.components.overlay.contract.parameters.action", "unknown action"),
     Mutation("C20", "speculative",
@@ -352,6 +360,13 @@ MUTATIONS = (
              "stateful adapter declared stateless"),
     Mutation("C23", "lora", (Set((*_OVERLAY, "row_scope", "axis"), -1),),
              "pipeline.workflow.components.overlay.row_scope.axis", "negative row_scope axis"),
+    # ports with no request axis of their own (runtime sequence state) still reach row_scope's
+    Mutation("C23", "lora",
+             (Set((*_OVERLAY, "ports", "inputs", "input", "batch_layout"), RUNTIME_SEQUENCE),
+              Set((*_OVERLAY, "ports", "outputs", "output", "batch_layout"), RUNTIME_SEQUENCE),
+              Set((*_OVERLAY, "row_scope", "axis"), 2)),
+             "pipeline.workflow.components.overlay.row_scope.axis",
+             "row_scope axis at the rank of its ports"),
     # C24: effects
     Mutation("C24", "speculative", (Set((*_COMMIT, "effects", 1), "logging"),),
              "pipeline.workflow.components.grammar_commit.effects[1]", "undeclared effect"),
@@ -659,6 +674,11 @@ MUTATIONS = (
 
 # Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
 VARIANTS = (
+    # C25 asks a sequence role only of a component with attention state: a recurrent one owes none
+    Variant("static_cache",
+            (Set((*WF, "serving", "state_service", "groups", "cache", "kind"), "recurrent"),
+             Delete((*COMP, "model", "ports", "roles", "input_ids"))),
+            "lone model with recurrent state and no sequence role"),
     Variant("lora", _stored(location=_DATA, length="16"), "external data without an offset"),
     Variant("lora", _stored(location=_DATA, offset="0" * 20, length="16"),
             "external data offset of 20 digits"),

@@ -219,7 +219,7 @@ def check(ctx: Ctx) -> None:
                     f"effect domain {effect!r} is not declared under pipeline.workflow.effects",
                 )
         check_row_scope(ctx, name, comp)
-        check_overlay_target(ctx, name, comp, impl)
+        check_overlay_target(ctx, name, comp)
 
     check_manifest_abis(ctx)
     text_assembly = [
@@ -261,16 +261,11 @@ def check_manifest_abis(ctx: Ctx) -> None:
         )
 
 
-def check_overlay_target(ctx: Ctx, name: str, comp, impl) -> None:
+def check_overlay_target(ctx: Ctx, name: str, comp) -> None:
     """C22: a component keyed to the parameter-overlay contract (whatever implements it) names
-    an adapters target by its component and initializer."""
-    overlay_abi = (
-        isinstance(impl, AdapterImplementation) and impl.abi == "onnx-genai.parameter-overlay"
-    )
-    overlay_contract = (
-        comp.contract is not None and comp.contract.id == "onnx-genai.parameter-overlay"
-    )
-    if not overlay_contract and not (overlay_abi and comp.contract is not None):
+    an adapters target by its component and initializer. (An overlay adapter under another
+    contract is refused by C20 alone.)"""
+    if comp.contract is None or comp.contract.id != "onnx-genai.parameter-overlay":
         return
     params = comp.contract.parameters
     component, parameter = params.get("component"), params.get("parameter")
