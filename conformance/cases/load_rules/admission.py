@@ -502,6 +502,10 @@ VARIANTS = (
             "pad id the last of the vocabulary"),
     Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("model", "pad_token_id")),)),),
             "no pad id"),
+    # without a context length the lowered max_new_tokens input has a default of its own
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Delete(("model", "context_length")),)),),
+            "no context length"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Delete(("model", "pad_token_id")),
                                             Set(("model", "eos_token_id"), [95, 2]))),),

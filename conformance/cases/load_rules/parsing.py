@@ -118,6 +118,8 @@ MUTATIONS = (
     Mutation("A05", "kv_decoder",
              (Set((*WF, "inputs", "package.max_context", "default"), [[64]]),),
              'pipeline.workflow.inputs["package.max_context"].default', "nested literal list"),
+    Mutation("A05", "kv_decoder", (Set((*WF, "inputs"), []),),
+             "pipeline.workflow.inputs", "workflow inputs a list"),
     # upstream: a branch case is one step; its steps written as a bare list are refused
     Mutation("A05", "branching",
              (Set((*WF, "steps", 1, "cases", "1"),

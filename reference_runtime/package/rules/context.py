@@ -80,8 +80,6 @@ def mismatch(actual: VType, expected: VType) -> str | None:
 
 
 def layout_name(layout) -> str:
-    if layout is None:
-        return "unknown"
     axis = getattr(layout, "axis", None)
     factor = getattr(layout, "factor", None)
     text = layout.kind

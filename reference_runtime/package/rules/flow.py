@@ -4,7 +4,6 @@ each loop carries, and the root scope."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from ...errors import DocPath
@@ -29,7 +28,6 @@ class EmitInfo:
 @dataclass
 class Flow:
     root: Scope
-    invoke_count: Counter = field(default_factory=Counter)
     invokes: list[InvokeStep] = field(default_factory=list)
     emits: list[EmitInfo] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)

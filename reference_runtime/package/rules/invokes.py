@@ -23,7 +23,6 @@ def check_invoke(walk: Walk, step: InvokeStep, scope: Scope, path: DocPath, guar
     ctx = walk.ctx
     name = step.component
     comp = ctx.component(name)
-    walk.flow.invoke_count[name] += 1
     walk.flow.invokes.append(step)
     for info in walk.loop_stack:
         info.components.add(name)
