@@ -406,6 +406,11 @@ MUTATIONS = (
              '["genai_config.json"].model.decoder.inputs.past_key_names',
              "KV input with a symbolic head count"),
     Mutation("H91", "genai_decoder",
+             (WriteFile("model.onnx", kv_decoder_graph(
+                 {"key": ["batch", 4, 16, 8], "value": HEAD_MAJOR})),),
+             '["genai_config.json"].model.decoder.inputs.past_key_names',
+             "KV input with no symbolic sequence axis"),
+    Mutation("H91", "genai_decoder",
              (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
                                                        TensorProto.FLOAT16)),),
              '["genai_config.json"].model.decoder.inputs.past_key_names',
@@ -502,6 +507,8 @@ VARIANTS = (
             "pad id the last of the vocabulary"),
     Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("model", "pad_token_id")),)),),
             "no pad id"),
+    Variant("genai_decoder", (EditJson("genai_config.json", (Set(("model", "eos_token_id"), 0),)),),
+            "end id 0"),
     # without a context length the lowered max_new_tokens input has a default of its own
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Delete(("model", "context_length")),)),),

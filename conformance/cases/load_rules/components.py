@@ -358,6 +358,10 @@ MUTATIONS = (
     Mutation("C23", "speculative", (Set((*_COMMIT, "row_scope", "stateful"), False),),
              "pipeline.workflow.components.grammar_commit.row_scope.stateful",
              "stateful adapter declared stateless"),
+    # upstream's ComponentRowScope.stateful defaults to false
+    Mutation("C23", "speculative", (Delete((*_COMMIT, "row_scope", "stateful")),),
+             "pipeline.workflow.components.grammar_commit.row_scope.stateful",
+             "stateful adapter leaving stateful unsaid"),
     Mutation("C23", "lora", (Set((*_OVERLAY, "row_scope", "axis"), -1),),
              "pipeline.workflow.components.overlay.row_scope.axis", "negative row_scope axis"),
     # ports with no request axis of their own (runtime sequence state) still reach row_scope's
