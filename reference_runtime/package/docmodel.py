@@ -42,9 +42,6 @@ class FrozenMap(Mapping):
     def __repr__(self) -> str:
         return f"FrozenMap({self._data!r})"
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
-
     def __hash__(self) -> int:
         return hash(tuple(self._data.items()))
 
