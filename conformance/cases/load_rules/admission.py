@@ -405,6 +405,8 @@ MUTATIONS = (
                  {"key": ["batch", "heads", "past_sequence", 8], "value": HEAD_MAJOR})),),
              '["genai_config.json"].model.decoder.inputs.past_key_names',
              "KV input with a symbolic head count"),
+    Mutation("H91", "genai_decoder", (WriteFile("model.onnx", b"not an ONNX graph"),),
+             '["genai_config.json"].model.decoder.filename', "unreadable decoder graph"),
     Mutation("H91", "genai_decoder",
              (WriteFile("model.onnx", kv_decoder_graph(
                  {"key": ["batch", 4, 16, 8], "value": HEAD_MAJOR})),),

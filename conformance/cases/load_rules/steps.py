@@ -81,6 +81,10 @@ MUTATIONS = (
     # ------------------------------------------------------------------ D26
     Mutation("D26", "kv_decoder", (Set((*BODY, 1, "component"), "samplr"),),
              "pipeline.workflow.steps[0].steps[1].component", "invoke of an unknown component"),
+    # the served loop's own checks skip what D26 refuses (its reads are D29: no such cell)
+    Mutation("D26", "lowered_decoder", (Set((*S, 0, "carried", 0, "cell"), "nope"),),
+             "pipeline.workflow.steps[0].carried[0].cell", "batched loop carrying no cell",
+             also=("D29",)),
     Mutation("D26", "lora", (Set((*S, 1, "component"), "projecter"),),
              "pipeline.workflow.steps[1].component", "invoke of an unknown graph component"),
     Mutation("D26", "kv_decoder",
