@@ -56,6 +56,14 @@ _DEFAULT_OF_ANOTHER_RANK = _NAMED.replace(
     b'  name: "counter"\n  initializer { name: "count" data_type: 7 dims: 2 int64_data: 1 '
     b"int64_data: 2 }\n",
 )
+# an Add of the int64 count and a float initializer: the checker passes it, type inference not
+_OPERAND_TYPES_UNLIKE = _NAMED.replace(
+    b'node { input: "count" output: "next" op_type: "Identity" }',
+    b'node { input: "count" input: "one" output: "next" op_type: "Add" }',
+).replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "one" data_type: 1 float_data: 1 }\n',
+)
 _OUTPUT_TYPE_CONTRADICTED = _NAMED.replace(
     b'output { name: "next" type { tensor_type { elem_type: 7',
     b'output { name: "next" type { tensor_type { elem_type: 1',
@@ -464,6 +472,8 @@ MUTATIONS = (
              "initializer default of another rank than its input"),
     Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
              "output type inference contradicts"),
+    Mutation("C104", "kv_decoder", _counter(_OPERAND_TYPES_UNLIKE), COUNTER,
+             "operands of unlike types"),
     # C125: an operator ONNX Runtime's own schemas refuse (ONNX's checker does not know them)
     Mutation("C125", "kv_decoder",
              (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
