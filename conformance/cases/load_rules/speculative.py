@@ -41,6 +41,9 @@ MUTATIONS = (
               Set((*DC, "capabilities", "cascade"), ["aux"])),
              "pipeline.workflow.serving.state_service.groups.aux.capabilities.rollback_positions",
              "cascaded group rolls back too little"),
+    # the rollback walk follows cascades only into declared groups
+    Mutation("E51", "speculative", (Set((*DC, "capabilities", "cascade"), ["nope"]),),
+             f"{GDC}.capabilities.cascade[0]", "rolled-back group cascading to no group"),
     # F61: effects in the speculative region
     Mutation("F61", "speculative",
              (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety", "max_depth"), 1),),
