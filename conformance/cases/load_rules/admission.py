@@ -250,6 +250,9 @@ MUTATIONS = (
              "profiles.chat.decoding", "profile decoding"),
     Mutation("H93", "lora", (Set(("adapters", "portable_fallback"), False),),
              "adapters.portable_fallback", "adapters without the portable fallback"),
+    # upstream's portable_fallback defaults to false
+    Mutation("H93", "lora", (Delete(("adapters", "portable_fallback")),),
+             "adapters.portable_fallback", "adapters leaving the portable fallback unsaid"),
     Mutation("H93", "lora",
              (Set(("adapters", "artifacts", "red", "weights"), [ORT_WEIGHTS]),
               WriteFile("adapters/red/adapter.onnx_adapter", b"ort lora adapter bytes")),
