@@ -121,13 +121,13 @@ def is_required(f: dataclasses.Field) -> bool:
 # ---------------------------------------------------------------- type helpers
 
 
-def unwrap_optional(tp) -> tuple[Any, bool]:
-    """``X | None`` -> (X, True)."""
+def unwrap_optional(tp) -> Any:
+    """``X | None`` -> ``X`` (any other type as it is)."""
     if get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
         if len(args) != len(get_args(tp)):
-            return (args[0] if len(args) == 1 else functools.reduce(operator.or_, args)), True
-    return tp, False
+            return args[0] if len(args) == 1 else functools.reduce(operator.or_, args)
+    return tp
 
 
 def union_members(tp) -> list | None:
@@ -158,7 +158,7 @@ def _tagged(members: tuple) -> bool:
 
 def build(tp, raw, path: DocPath = ()):
     """Convert a schema-valid parsed document into model objects (recording paths)."""
-    tp, _ = unwrap_optional(tp)
+    tp = unwrap_optional(tp)
     members = union_members(tp)
     if members is not None:
         if is_tagged_union(members):

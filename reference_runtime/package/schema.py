@@ -86,7 +86,7 @@ class _Builder:
         return schema
 
     def type_schema(self, tp) -> dict:
-        tp, _optional = unwrap_optional(tp)
+        tp = unwrap_optional(tp)
         if tp == model.Step:
             if "Step" not in self.defs:
                 self.defs["Step"] = {}

@@ -271,6 +271,8 @@ MUTATIONS = (
              'pipeline.workflow.inputs["request.extra"].contract.dtype',
              "dtype without an array type"),
     # ---------------------------------------------------------------- H91 bare decoders
+    Mutation("H91", "model_io_decoder", (DeleteFile("model.onnx"),), "model.io",
+             "no ONNX graph in the folder"),
     Mutation("H91", "model_io_decoder", (WriteFile("spare.onnx", b""),),
              "model.io", "a second ONNX graph in the folder"),
     Mutation("H91", "model_io_decoder", (Set(("model", "io", "logits_output"), "scores"),),
