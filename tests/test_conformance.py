@@ -320,17 +320,29 @@ def test_a_runtime_that_refuses_everything_fails_every_case_it_is_judged_on():
     assert all("X00" in r.got for r in results)
 
 
-def test_a_refusal_passes_when_it_names_the_rule_among_others(tmp_path):
+def test_a_refusal_passes_when_it_names_the_rule_among_others_unless_codes_are_exact(tmp_path):
     case = some_fail_closed(1)[0]
 
     where = next(m.location for m in MUTATIONS if case.id == f"fail_closed/{m.ident}")
 
     class Lists(ReferenceRuntime):
+        exact = True
+
+        def describe(self):
+            info = super().describe()
+            if not self.exact:
+                info["features"].remove("exact_rule_codes")
+            return info
+
         def load(self, package_dir, executor=None):
             raise Refused("load", "several rules", f"Z99, {case.rule}",
                           [("Z99", "<document>"), (case.rule, where)])  # fmt: skip
 
-    outcome = case.judge(Lists(), case.build(tmp_path))
+    root = case.build(tmp_path)
+    outcome = case.judge(Lists(), root)
+    assert (outcome.passed, outcome.kind) == (False, "extra_codes"), outcome.got
+    Lists.exact = False
+    outcome = case.judge(Lists(), root)
     assert outcome.passed, outcome.got
 
 

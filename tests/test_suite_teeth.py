@@ -340,34 +340,31 @@ def test_only_the_counters_see_a_body_per_request():
     assert status == "passed", got
 
 
+def certified_without(feature: str, case: str, bug: str) -> tuple[str, str]:
+    """(status, got) of the reference runtime, not declaring ``feature``, certified on
+    ``case`` with ``bug`` injected."""
+    runtime = ReferenceRuntime()
+    described = runtime.describe()
+    described["features"].remove(feature)
+    with mock.patch.object(runtime, "describe", lambda: described), injected(bug):
+        _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
+                             cases=[c for c in catalogue() if c.id == case])  # fmt: skip
+    (result,) = results
+    return result.status, result.got
+
+
 def test_only_the_locations_see_a_rule_reported_elsewhere():
     """Why ``rule_locations`` exists: with the repeated layer unreported, the package is still
     refused with E53 (its key and value layers differ), so a runtime that names only codes
     passes the case."""
     case = "fail_closed/E53-static_cache-duplicate_key_layer"
-    runtime = ReferenceRuntime()
-    described = runtime.describe()
-    described["features"].remove("rule_locations")
-    with (
-        mock.patch.object(runtime, "describe", lambda: described),
-        injected("repeated_layer_unreported"),
-    ):
-        _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
-                             cases=[c for c in catalogue() if c.id == case])  # fmt: skip
-    assert [(r.status, r.case.id) for r in results] == [("passed", case)], results[0].got
+    status, got = certified_without("rule_locations", case, "repeated_layer_unreported")
+    assert status == "passed", got
 
 
 def test_only_exact_codes_see_a_rule_the_package_keeps():
     """Why ``exact_rule_codes`` exists: naming D35 beside A05 still names the case's rule, so a
     runtime that does not promise exact codes passes the case."""
     case = "fail_closed/A05-branching-branch_case_written_as_a_list_of_steps"
-    runtime = ReferenceRuntime()
-    described = runtime.describe()
-    described["features"].remove("exact_rule_codes")
-    with (
-        mock.patch.object(runtime, "describe", lambda: described),
-        injected("branch_arm_list_as_any_value"),
-    ):
-        _, results = certify("reference", {}, 1, None, progress=False, runtime=runtime,
-                             cases=[c for c in catalogue() if c.id == case])  # fmt: skip
-    assert [(r.status, r.case.id) for r in results] == [("passed", case)], results[0].got
+    status, got = certified_without("exact_rule_codes", case, "branch_arm_list_as_any_value")
+    assert status == "passed", got
