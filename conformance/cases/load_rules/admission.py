@@ -517,7 +517,7 @@ VARIANTS = (
     Variant("genai_decoder", (EditJson("genai_config.json", (Set(("model", "eos_token_id"), 0),)),),
             "end id 0"),
     # without a context length the lowered max_new_tokens input has a default of its own
-    # (a genai_config.json must give one: onnxruntime-genai refuses a folder without it)
+    # (on model.io: onnxruntime-genai refuses a genai folder without one, the reference lowers it)
     Variant("model_io_decoder", (Delete(("model", "max_sequence_length")),),
             "no max_sequence_length"),
     Variant("genai_decoder",
