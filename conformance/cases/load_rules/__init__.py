@@ -49,8 +49,8 @@ VARIANTS = tuple(
 )
 # Valid packages: each is an acceptance case, and the mutations edit copies of them.
 BASES = (
-    "kv_decoder", "static_cache", "speculative", "lora", "media", "model_io_decoder",
-    "lowered_decoder", "branching", "broadcast_and_presence", "events_and_appends",
+    "kv_decoder", "static_cache", "speculative", "lora", "media", "audio_program",
+    "model_io_decoder", "lowered_decoder", "branching", "broadcast_and_presence", "events_and_appends",
     "nested_loops", "scatter_cache", "session_counter", "counting_loop", "arithmetic_decoder",
     "arithmetic_decoder_sampled", "genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos",
     "speculative_block", "speculative_chained", "speculative_folded", "speculative_lowered",

@@ -73,12 +73,16 @@ def _genai(edit, location: str, note: str) -> Mutation:
 
 
 def kv_decoder_graph(
-    past: dict, value_type: int = TensorProto.FLOAT, past_names: dict | None = None
+    past: dict,
+    value_type: int = TensorProto.FLOAT,
+    past_names: dict | None = None,
+    logits_type: int = TensorProto.FLOAT,
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
     ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``;
-    ``past_names`` renames past KV inputs (``{"key": name}``)."""
+    ``past_names`` renames past KV inputs (``{"key": name}``); its logits have the element type
+    ``logits_type``."""
     info = helper.make_tensor_value_info
     names = {k: f"past_key_values.0.{k}" for k in past} | (past_names or {})
     present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
@@ -88,12 +92,13 @@ def kv_decoder_graph(
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
     inputs += [info(names[k], types[k], d) for k, d in past.items()]
-    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
+    outputs = [info("logits", logits_type, ["batch", "sequence", 96])]
     outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
-        helper.make_node("Expand", ["column", "vocab"], ["logits"]),
+        helper.make_node("Expand", ["column", "vocab"], ["scores"]),
+        helper.make_node("Cast", ["scores"], ["logits"], to=logits_type),
         helper.make_node("Identity", [names["key"]], ["present.0.key"]),
         helper.make_node("Identity", [names["value"]], ["present.0.value"]),
     ]
@@ -124,6 +129,7 @@ ESCAPING_PROJECTOR = projector_graph(
 assert onnx.load_from_string(ESCAPING_PROJECTOR).graph.initializer[0].external_data
 
 IMAGE_TRANSFORMS = ("preprocessing", "image", "transforms")
+AUDIO_TRANSFORMS = ("preprocessing", "audio", "transforms")
 ORT_WEIGHTS = {
     "location": "adapters/red/adapter.onnx_adapter",
     "loader_capability": "onnxruntime.lora-adapter@1",
@@ -234,6 +240,22 @@ MUTATIONS = (
              "preprocessing.image.transforms[3].op", "normalize without mean"),
     Mutation("H93", "media", (Set((*IMAGE_TRANSFORMS, 0, "scale"), 1.0),),
              "preprocessing.image.transforms[0].op", "decode_rgb given a parameter"),
+    Mutation("H93", "audio_program", (Delete((*AUDIO_TRANSFORMS, 2, "sample_rate")),),
+             "preprocessing.audio.transforms[2].op", "resample without sample_rate"),
+    Mutation("H93", "audio_program", (Delete((*AUDIO_TRANSFORMS, 4, "target_length")),),
+             "preprocessing.audio.transforms[4].op", "pad without target_length"),
+    Mutation("H93", "audio_program", (Delete((*AUDIO_TRANSFORMS, 5, "target_length")),),
+             "preprocessing.audio.transforms[5].op", "trim without target_length"),
+    Mutation("H93", "audio_program", (Set((*AUDIO_TRANSFORMS, 4, "mode"), "reflect"),),
+             "preprocessing.audio.transforms[4].op", "pad mode reflect"),
+    Mutation("H93", "audio_program", (Set((*AUDIO_TRANSFORMS, 1, "sample_rate"), 8000),),
+             "preprocessing.audio.transforms[1].op", "downmix given a sample rate"),
+    Mutation("H93", "audio_program",
+             (Insert(AUDIO_TRANSFORMS, 7, {"op": "normalize", "mean": [0.0], "std": [1.0]}),),
+             "preprocessing.audio.transforms[7].op", "audio operation of the image vocabulary"),
+    Mutation("H93", "audio_program",
+             (Insert(AUDIO_TRANSFORMS, 8, {"op": "log_mel_spectrogram", "n_fft": 4}),),
+             "preprocessing.audio.transforms[8].op", "audio operation not implemented"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "num_beams"), 4),),
              "generation.defaults.num_beams", "beam search default"),
     Mutation("H93", "kv_decoder", (Set(("generation", "defaults", "repetition_penalty"), 1.2),),
@@ -537,6 +559,11 @@ VARIANTS = (
             "context_length 1"),
     Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("search",)),)),),
             "no search section"),
+    # the lowered document's logits take the graph's element type
+    Variant("genai_decoder",
+            (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
+                                                      logits_type=TensorProto.FLOAT16)),),
+            "float16 logits"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
                                             Set(("search", "max_length"), 0))),),
