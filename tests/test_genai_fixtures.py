@@ -32,6 +32,8 @@ ENDING = {
     "genai_decoder": [[59, 13, 7, 44, 6, 16], [67, 85, 21, 70, 37, 48]],
     "genai_decoder_gqa": [[60], [70, 73]],
     "genai_decoder_multi_eos": [[26, 22], [61, 14], [69, 35, 58, 66]],
+    # genai_decoder's weights, its logits rounded to float16
+    "genai_decoder_half_logits": [[59, 13, 7, 44, 6, 16], [67, 85, 21, 70, 37, 48]],
 }
 
 try:
@@ -62,7 +64,12 @@ def _prompts(name: str, seed: int) -> list[list[int]]:
 
 def test_genai_packages_are_registered():
     assert set(PACKAGES) <= set(GENERATORS)
-    assert PACKAGES == ["genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos"]
+    assert PACKAGES == [
+        "genai_decoder",
+        "genai_decoder_gqa",
+        "genai_decoder_half_logits",
+        "genai_decoder_multi_eos",
+    ]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -106,7 +113,8 @@ def test_model_uses_standard_ops_and_symbolic_dims(name):
         "attention_mask": (i64, ["batch", "total_sequence"]),
         "position_ids": (i64, ["batch", "sequence"]),
     }
-    expected_out = {"logits": (f32, ["batch", "sequence", config["model"]["vocab_size"]])}
+    logits = genai_decoders.DESIGNS[name].logits_type
+    expected_out = {"logits": (logits, ["batch", "sequence", config["model"]["vocab_size"]])}
     for layer in range(layers):
         for kind in ("key", "value"):
             expected_in[f"past_key_values.{layer}.{kind}"] = (

@@ -76,13 +76,11 @@ def kv_decoder_graph(
     past: dict,
     value_type: int = TensorProto.FLOAT,
     past_names: dict | None = None,
-    logits_type: int = TensorProto.FLOAT,
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
     ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``;
-    ``past_names`` renames past KV inputs (``{"key": name}``); its logits have the element type
-    ``logits_type``."""
+    ``past_names`` renames past KV inputs (``{"key": name}``)."""
     info = helper.make_tensor_value_info
     names = {k: f"past_key_values.0.{k}" for k in past} | (past_names or {})
     present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
@@ -92,13 +90,12 @@ def kv_decoder_graph(
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
     inputs += [info(names[k], types[k], d) for k, d in past.items()]
-    outputs = [info("logits", logits_type, ["batch", "sequence", 96])]
+    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
     outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
-        helper.make_node("Expand", ["column", "vocab"], ["scores"]),
-        helper.make_node("Cast", ["scores"], ["logits"], to=logits_type),
+        helper.make_node("Expand", ["column", "vocab"], ["logits"]),
         helper.make_node("Identity", [names["key"]], ["present.0.key"]),
         helper.make_node("Identity", [names["value"]], ["present.0.value"]),
     ]
@@ -559,11 +556,6 @@ VARIANTS = (
             "context_length 1"),
     Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("search",)),)),),
             "no search section"),
-    # the lowered document's logits take the graph's element type
-    Variant("genai_decoder",
-            (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
-                                                      logits_type=TensorProto.FLOAT16)),),
-            "float16 logits"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
                                             Set(("search", "max_length"), 0))),),

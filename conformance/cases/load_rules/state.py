@@ -3,7 +3,7 @@ scatter). Mirrors ``reference_runtime/package/rules/state.py``."""
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Rename, Set
+from ..mutations import Delete, Insert, Mutation, Rename, Set, Variant
 
 WF = ("pipeline", "workflow")
 ST = (*WF, "state")
@@ -281,4 +281,12 @@ MUTATIONS = (
              (Set((*ST, "lengths", "class"), "advisory"),
               Insert((*WF, "manifest", "capabilities"), 0, "advisory_state")),
              f"{GKV}.logical_lengths", "advisory logical lengths"),
+)  # fmt: skip
+
+VARIANTS = (
+    # upstream asks a serving control for a request axis 0, which an expanded layout has too
+    Variant("kv_decoder",
+            (Set((*ST, "active", "contract", "batch_layout"),
+                 {"kind": "request_expanded", "axis": 0, "factor": 2}),),
+            "serving active request-expanded on axis 0"),
 )  # fmt: skip

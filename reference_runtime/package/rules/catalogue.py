@@ -582,8 +582,8 @@ RULE_LIST: tuple[Rule, ...] = (
         "bad-serving",
         "A serving value that is missing, not visible at the end of the workflow, of the wrong "
         "dtype or shape, or a serving section without groups or without `accepted_len`.",
-        "`active`/`done` are bool and `accepted_len` integer, each `[]` or request-aligned "
-        "`[B]`; declare at least one state group.",
+        "`active`/`done` are bool and `accepted_len` integer, each `[]` or `[B]` with its "
+        "request axis 0 (request_aligned, or request_expanded); declare at least one state group.",
         upstream=(
             "validate_workflow: pipeline.workflow.serving.state_service.groups must declare at least one bound state group",
             "validate_workflow: pipeline.workflow.serving.accepted_len is required when state service groups are declared",

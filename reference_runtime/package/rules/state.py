@@ -236,22 +236,19 @@ def check_serving(ctx: Ctx) -> None:
         ok_dtype = t.dtype is None or (
             t.dtype == "bool" if want == "bool" else t.dtype in dtypes.INTEGER
         )
+        # upstream asks a rank-1 control for a request axis 0 (request_axis() == Some(0)),
+        # which a request-expanded layout has too
         ok_rank = (
             t.rank is None
             or t.rank == 0
-            or (
-                t.rank == 1
-                and (
-                    t.layout is None or (t.request_axis == 0 and t.layout.kind == "request_aligned")
-                )
-            )
+            or (t.rank == 1 and (t.layout is None or t.request_axis == 0))
         )
         if not ok_dtype or not ok_rank:
             ctx.add(
                 "E50",
                 (*SERVING, key),
-                f"serving.{key} {name!r} is {t.describe()}; it must be {want} [] or "
-                "request-aligned [B] on axis 0",
+                f"serving.{key} {name!r} is {t.describe()}; it must be {want} [] or [B] with "
+                "its request axis 0 (request_aligned, or request_expanded)",
             )
 
 
