@@ -502,6 +502,14 @@ MUTATIONS = (
 # Valid edits: what lowering and the preprocessing programs accept at the edge of what they
 # refuse.
 VARIANTS = (
+    # the text codec is the first artifact named tokenizer.json: the others are files as any
+    Variant("kv_decoder",
+            (Set(("package", "tokenizer", "artifacts"),
+                 [{"location": "tokenizer_notes.txt"}, {"location": "tokenizer.json"},
+                  {"location": "legacy/tokenizer.json"}]),
+             WriteFile("tokenizer_notes.txt", b"how the vocabulary was built\n"),
+             WriteFile("legacy/tokenizer.json", b"not read\n")),
+            "two files named tokenizer.json after another tokenizer file"),
     Variant("media", (Set((*IMAGE_TRANSFORMS, 1, "interpolation"), "nearest"),),
             "resize interpolation nearest"),
     Variant("media", (Set((*IMAGE_TRANSFORMS, 1, "interpolation"), "bicubic"),),

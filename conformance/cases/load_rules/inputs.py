@@ -149,6 +149,15 @@ MUTATIONS = (
     Mutation("B14", "media", (Set((*OUT, "audio", "stage"), "post_adapter"),),
              "pipeline.workflow.outputs.audio.contract.dtype",
              "post-adapter wav holding float samples"),
+    # an output no step emits: its own contract alone is checked
+    Mutation("B14", "media",
+             (Set((*OUT, "spoken"),
+                  {"contract": {"dtype": "int16", "rank": 3, "shape": [1, 2, "samples"]},
+                   "role": "audio", "stage": "pre_adapter",
+                   "media": {"container": "wav", "encoding": "pcm_s16_le",
+                             "sample_rate_hz": 16000, "channels": 2}}),),
+             "pipeline.workflow.outputs.spoken.contract.dtype",
+             "pre-adapter wav holding integer samples"),
     # B15: value_range exactly on image outputs
     Mutation("B15", "media", (Delete((*OUT, "image", "value_range")),),
              "pipeline.workflow.outputs.image.value_range", "image output without value_range"),
@@ -202,4 +211,11 @@ VARIANTS = (
             "int64 default at the bottom of its range"),
     Variant("kv_decoder", (Set((*INP, "package.max_context", "default"), [64]),),
             "list default as long as its shape"),
+    Variant("media",
+            (Set((*OUT, "spoken"),
+                 {"contract": {"dtype": "bf16", "rank": 3, "shape": [1, 2, "samples"]},
+                  "role": "audio", "stage": "pre_adapter",
+                  "media": {"container": "wav", "encoding": "pcm_s16_le",
+                            "sample_rate_hz": 16000, "channels": 2}}),),
+            "pre-adapter wav of bf16 samples"),
 )  # fmt: skip
