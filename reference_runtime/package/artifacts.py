@@ -450,7 +450,7 @@ def checker_problem(model: onnx.ModelProto) -> str | None:
 
 def _missing_required_input(model: onnx.ModelProto) -> str | None:
     """A node of the main graph that leaves a required input empty (ONNX Runtime refuses it;
-    the checker does not look)."""
+    so does the checker, in words that name neither the node nor the operand)."""
     version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if version is None:
         return None

@@ -6,7 +6,17 @@ from __future__ import annotations
 import onnx
 from google.protobuf import text_format
 
-from ..mutations import Delete, GrowFile, Insert, Mutation, Rename, Set, Variant, WriteFile
+from ..mutations import (
+    Delete,
+    GrowFile,
+    Insert,
+    Mutation,
+    Rename,
+    Set,
+    Variant,
+    WriteFile,
+    load_document,
+)
 from .admission import projector_graph as _projector
 
 DECODER = ("pipeline", "workflow", "components", "decoder")
@@ -198,6 +208,45 @@ def _stored(**external: str) -> tuple:
 def _tensor(edit) -> tuple:
     """The lora projector graph with its initializer changed by ``edit``."""
     return (WriteFile("projector.onnx", _projector_tensor(edit)),)
+
+
+# Bits per element of each fixed-width element type ONNX defines (onnx.proto's TensorProto).
+_ELEMENT_BITS = {
+    "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16, "INT32": 32, "INT64": 64,
+    "BOOL": 8, "FLOAT16": 16, "DOUBLE": 64, "UINT32": 32, "UINT64": 64, "COMPLEX64": 64,
+    "COMPLEX128": 128, "BFLOAT16": 16, "FLOAT8E4M3FN": 8, "FLOAT8E4M3FNUZ": 8, "FLOAT8E5M2": 8,
+    "FLOAT8E5M2FNUZ": 8, "UINT4": 4, "INT4": 4, "FLOAT4E2M1": 4, "FLOAT8E8M0": 8, "UINT2": 2,
+    "INT2": 2,
+}  # fmt: skip
+
+
+# A sparse constant one float past 2 GiB when dense (ONNX Runtime refuses to densify it).
+_SPARSE_PAST_2_GIB = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  node { output: "big" op_type: "Constant" attribute { name: "sparse_value" '
+    b'type: SPARSE_TENSOR sparse_tensor { values { name: "sv" dims: 1 data_type: 1 '
+    b'float_data: 1 } indices { name: "si" dims: 1 data_type: 7 int64_data: 0 } '
+    b"dims: 536870913 } } }\n"
+    b'  name: "counter"\n',
+)
+
+
+def _initializers_of_every_width() -> bytes:
+    """The counter graph with an unused initializer of 8 elements of each element type above,
+    its raw data exactly as long as the type's width says (8 elements of b bits: b bytes), so
+    one bit more or less per element is a length mismatch."""
+    lines = b"".join(
+        b'  initializer { name: "bits_%s" data_type: %d dims: 8 raw_data: "%s" }\n'
+        % (name.lower().encode(), getattr(onnx.TensorProto, name), b"\\000" * bits)
+        for name, bits in _ELEMENT_BITS.items()
+        if hasattr(onnx.TensorProto, name)
+    )
+    return _NAMED.replace(b'  name: "counter"\n', b'  name: "counter"\n' + lines)
+
+
+def _lowered_component(name: str) -> dict:
+    """A component of the lowered_decoder package, as its document declares it."""
+    return load_document("lowered_decoder")["pipeline"]["workflow"]["components"][name]
 
 
 def _counter(text: bytes) -> tuple:
@@ -468,6 +517,8 @@ MUTATIONS = (
     Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
     Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
              "required operand left empty"),
+    Mutation("C105", "kv_decoder", _counter(_SPARSE_PAST_2_GIB), COUNTER,
+             "sparse constant past 2 GiB dense"),
     Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
              "initializer default of another rank than its input"),
     Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
@@ -658,6 +709,8 @@ MUTATIONS = (
                                                     "accepted_len": "setup.accepted_len"}}),
               Delete((*LOOP, "steps", 3))),
              "pipeline.workflow.steps[0].setup[1]", "batch component invoked in a loop's setup"),
+    Mutation("C120", "lowered_decoder", (Set((*COMP, "batch_again"), _lowered_component("batch")),),
+             "pipeline.workflow.components.batch_again", "two batch components"),
     Mutation("C121", "lowered_decoder",
              (Set((*COMP, "batch", "contract", "parameters", "max_slots"), 0),),
              "pipeline.workflow.components.batch.contract.parameters.max_slots",
@@ -722,6 +775,8 @@ VARIANTS = (
             _counter(_NAMED.replace(b'op_type: "Identity"', b'op_type: "BitwiseNot"')
                      + _MS_IMPORT),
             "graph importing the contrib domain at version 1"),
+    Variant("kv_decoder", _counter(_initializers_of_every_width()),
+            "raw initializers of every element type at their exact byte lengths"),
     # contrib operators at the edges of their schemas, each of which ONNX Runtime builds
     Variant("kv_decoder", _counter(_contrib_counter(_ms("Range", ["count", "count", ""]))),
             "contrib operator with its optional operand left empty"),
