@@ -163,6 +163,8 @@ MUTATIONS = (
                         ("nested_control_flow", "a loop"), ("emit_valid_length", "valid_length"),
                         ("input_presence", "present_as"),
                         ("bounded_state_recurrence", "a bounded recurrence"))),
+    Mutation("H72", "kv_decoder", (Set((*WF, "state", "turn_count", "class"), "advisory"),),
+             "pipeline.workflow.manifest.capabilities", "an advisory cell not in the manifest"),
     Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "telemetry_adapter")),),
              "pipeline.workflow.manifest.capabilities", "telemetry adapter not in the manifest"),
     Mutation("H72", "branching", (Delete((*CAPS, 2)),),

@@ -220,6 +220,14 @@ _ELEMENT_BITS = {
 }  # fmt: skip
 
 
+# A model-local function (no node calls it) holding a constant of two floats in four bytes.
+_SHORT_CONSTANT_IN_A_FUNCTION = _NAMED + (
+    b'functions { name: "Halve" domain: "local" input: "x" output: "y"\n'
+    b'  node { output: "c" op_type: "Constant" attribute { name: "value" type: TENSOR '
+    b't { dims: 2 data_type: 1 raw_data: "\\000\\000\\000\\000" } } }\n'
+    b'  node { input: "x" output: "y" op_type: "Identity" }\n'
+    b'  opset_import { domain: "" version: 21 } }\n'
+)
 # A sparse constant one float past 2 GiB when dense (ONNX Runtime refuses to densify it).
 _SPARSE_PAST_2_GIB = _NAMED.replace(
     b'  name: "counter"\n',
@@ -517,6 +525,8 @@ MUTATIONS = (
     Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
     Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
              "required operand left empty"),
+    Mutation("C105", "kv_decoder", _counter(_SHORT_CONSTANT_IN_A_FUNCTION), COUNTER,
+             "constant in a model-local function shorter than its dimensions"),
     Mutation("C105", "kv_decoder", _counter(_SPARSE_PAST_2_GIB), COUNTER,
              "sparse constant past 2 GiB dense"),
     Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
