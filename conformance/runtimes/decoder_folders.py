@@ -281,12 +281,17 @@ def finish_reason(folder: DecoderFolder, prompt_length: int, tokens: list[int],
 
 
 def result(tokens: list[list[int]], reasons: list[str]) -> dict:
-    """A run result in the protocol's form, with the lowered workflow's outputs."""
+    """A run result in the protocol's form, with the lowered workflow's outputs: a row without
+    a token has finish code 0 (the decode loop never ran), unless its prompt filled the context
+    (the policy ran and stopped it)."""
     return {
         "outputs": {
             "tokens": [np.asarray([row], dtype=np.int64) if row else None for row in tokens],
             "finish_reasons": np.asarray(
-                [FINISH_CODES[r] if row else 0 for row, r in zip(tokens, reasons, strict=True)],
+                [
+                    FINISH_CODES[r] if row or r == "context_length" else 0
+                    for row, r in zip(tokens, reasons, strict=True)
+                ],
                 dtype=np.int64,
             ),
         },

@@ -256,10 +256,15 @@ class TokenPolicy(Session):
         best = np.argmax(logits.reshape(batch, -1), axis=-1).tolist() if any(greedy) else None
         params = None
         token, finish = [self.pad] * batch, [0] * batch
+        emitted = active.copy()
         stop_on_eos = current_run().stop_on_eos
         counts = generated.tolist()
         for r, running in enumerate(active.tolist()):
             if not running:
+                continue
+            if self.context_length and lengths[r] >= self.context_length:
+                # a prompt (with a session's conversation) that fills the context: no token
+                finish[r], emitted[r] = FINISH_CONTEXT, False
                 continue
             if greedy[r]:
                 chosen = token[r] = best[r]
@@ -282,9 +287,10 @@ class TokenPolicy(Session):
             "token": np.array(token, dtype=np.int64).reshape(batch, 1),
             "next_active": next_active,
             "done": ~next_active,
-            "generated": generated + active,
+            "generated": generated + emitted,
             "finish_reason": finish,
             "step_lengths": next_active.astype(np.int64),
+            "emitted": emitted,
         }
         return {port: out[port] for port in outputs}
 

@@ -563,6 +563,8 @@ class Stops:
         sequence) and its finish code (0: it goes on)."""
         if generated >= self.limit:
             return [], FINISH_LENGTH
+        if self.context and length >= self.context:  # a prompt that fills the context
+            return [], FINISH_CONTEXT
         kept = []
         for token in tokens:
             kept.append(token)

@@ -57,7 +57,8 @@ REQUIRED_PORTS = {
     "onnx-genai.token-policy": (
         ("logits", "active", "generated", "sequence_lengths", "max_new_tokens", "temperature",
          "top_k", "top_p", "min_p", "seed"),
-        ("token", "next_active", "done", "generated", "finish_reason", "step_lengths"),
+        ("token", "next_active", "done", "generated", "finish_reason", "step_lengths",
+         "emitted"),
     ),
     "onnx-genai.speculative-block": (
         ("max_new_tokens",),

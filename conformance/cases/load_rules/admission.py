@@ -107,6 +107,15 @@ def kv_decoder_graph(
     return model.SerializeToString()
 
 
+def decoder_without_positions() -> bytes:
+    """The genai_decoder folder's names, one layer, and no position_ids input: onnxruntime-genai
+    feeds the positions input its config names only where the graph has one."""
+    model = onnx.load_from_string(kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR}))
+    (positions,) = [i for i, v in enumerate(model.graph.input) if v.name == "position_ids"]
+    del model.graph.input[positions]
+    return model.SerializeToString()
+
+
 def split_axis_decoder() -> bytes:
     """The past value puts the sequence on axis 3, the past key on axis 2: one KV cache cannot
     hold both."""
@@ -192,6 +201,9 @@ MUTATIONS = (
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "policies/../model.onnx"),),
              "pipeline.workflow.components.model.implementation.artifact",
              "artifact with .. resolving inside"),
+    Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "model\x00.onnx"),),
+             "pipeline.workflow.components.model.implementation.artifact",
+             "artifact path with a NUL character"),
     Mutation("H74", "kv_decoder", (DeleteFile("policies/counter.onnx"),),
              "pipeline.workflow.components.counter.implementation.artifact", "missing artifact"),
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "policies"),),
@@ -395,6 +407,8 @@ MUTATIONS = (
            "search.top_k", "genai negative top_k"),
     _genai(Set(("search", "random_seed"), 1.5),
            "search.random_seed", "genai fractional random_seed"),
+    _genai(Set(("search", "random_seed"), 2**63),
+           "search.random_seed", "genai random_seed past int64"),
     _genai(Set(("search", "early_stopping"), "no"),
            "search.early_stopping", "genai early_stopping a string"),
     _genai(Set(("search", "top_p"), "high"),
@@ -574,6 +588,12 @@ VARIANTS = (
             "context_length 1"),
     Variant("genai_decoder", (EditJson("genai_config.json", (Delete(("search",)),)),),
             "no search section"),
+    Variant("genai_decoder", (WriteFile("model.onnx", decoder_without_positions()),),
+            "graph without the position_ids input its config names"),
+    # onnxruntime-genai reads random_seed as an int32
+    Variant("genai_decoder",
+            (EditJson("genai_config.json", (Set(("search", "random_seed"), 2**31 - 1),)),),
+            "random seed the largest int32"),
     Variant("genai_decoder",
             (EditJson("genai_config.json", (Set(("search", "random_seed"), -1),
                                             Set(("search", "max_length"), 0))),),

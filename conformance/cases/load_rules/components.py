@@ -785,6 +785,12 @@ VARIANTS = (
             _counter(_NAMED.replace(b'op_type: "Identity"', b'op_type: "BitwiseNot"')
                      + _MS_IMPORT),
             "graph importing the contrib domain at version 1"),
+    # an ONNX operator's optional operands left empty (Clip without min and max)
+    Variant("kv_decoder",
+            _counter(_NAMED.replace(b'input: "count" output: "next" op_type: "Identity"',
+                                    b'input: "count" input: "" input: "" output: "next" '
+                                    b'op_type: "Clip"')),
+            "operator with its optional operands left empty"),
     Variant("kv_decoder", _counter(_initializers_of_every_width()),
             "raw initializers of every element type at their exact byte lengths"),
     # contrib operators at the edges of their schemas, each of which ONNX Runtime builds

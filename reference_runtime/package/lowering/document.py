@@ -173,6 +173,7 @@ def lower_abi(abi: DecoderABI) -> dict:
                 "generated": batch("int64", "batch"),
                 "finish_reason": batch("int64", "batch"),
                 "step_lengths": batch("int64", "batch"),
+                "emitted": batch("bool", "batch"),
             },
         },
         "contract": {
@@ -350,6 +351,7 @@ def lower_abi(abi: DecoderABI) -> dict:
             "generated": "step.generated",
             "finish_reason": "step.finish_reason",
             "step_lengths": "step.lengths",
+            "emitted": "step.emitted",
         },
     }
     emit = {
@@ -357,7 +359,7 @@ def lower_abi(abi: DecoderABI) -> dict:
         "value": "step.token",
         "output": "tokens",
         "mode": "append",
-        "when": "active",
+        "when": "step.emitted",
     }
     decode = {
         "kind": "invoke",

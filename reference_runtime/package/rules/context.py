@@ -117,7 +117,7 @@ def is_integer_scalar(t: VType) -> bool | None:
 class Ctx:
     metadata: Metadata
     document: dict
-    root: Path | None
+    root: Path
     support: RuntimeSupport
     graphs: dict[str, GraphSignature | None] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)

@@ -208,8 +208,6 @@ def _check_tokenizer(ctx: Ctx, path, where: tuple) -> None:
 
 
 def check(ctx: Ctx) -> None:
-    if ctx.root is None:
-        return
     if ctx.workflow is not None:
         check_components(ctx)
     check_other_files(ctx)
