@@ -128,8 +128,9 @@ class WriteFile:
 
 @dataclass(frozen=True)
 class GrowFile:
-    """Append a comment to ``relpath`` (YAML or protobuf text) until it holds ``size`` bytes
-    (for size limits: the bytes are made when the package is, never held in the catalogue)."""
+    """Append a comment to ``relpath`` (YAML or protobuf text) until it holds ``size`` bytes, or,
+    in a JSON file, spaces before its closing brace, so its last byte still matters (for size
+    limits: the bytes are made when the package is, never held in the catalogue)."""
 
     relpath: str
     size: int
@@ -137,11 +138,17 @@ class GrowFile:
     def apply_files(self, root: Path) -> None:
         target = root / self.relpath
         missing = self.size - target.stat().st_size
-        if missing > 2:
+        if self.relpath.endswith(".json"):
+            text = target.read_bytes().rstrip()
+            missing = self.size - len(text)
+            target.write_bytes(text[:-1] + b" " * missing + text[-1:])
+        elif missing > 2:
             with target.open("ab") as out:
                 out.write(b"\n#" + b" " * (missing - 2))
 
     def describe(self) -> str:
+        if self.relpath.endswith(".json"):
+            return f"pad `{self.relpath}` with spaces before its closing brace to {self.size} bytes"
         return f"append a comment to `{self.relpath}` until it holds {self.size} bytes"
 
 

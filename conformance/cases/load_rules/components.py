@@ -6,6 +6,8 @@ from __future__ import annotations
 import onnx
 from google.protobuf import text_format
 
+from fixtures import package_path
+
 from ..mutations import (
     Delete,
     GrowFile,
@@ -250,6 +252,14 @@ def _initializers_of_every_width() -> bytes:
         if hasattr(onnx.TensorProto, name)
     )
     return _NAMED.replace(b'  name: "counter"\n', b'  name: "counter"\n' + lines)
+
+
+def _projector_of_unnamed_batch() -> bytes:
+    """The lora package's projector graph with its input's batch dimension neither fixed nor
+    named (an ONNX dimension may be left unknown)."""
+    model = onnx.load(str(package_path("lora") / "projector.onnx"), load_external_data=False)
+    model.graph.input[0].type.tensor_type.shape.dim[0].Clear()
+    return model.SerializeToString()
 
 
 def _lowered_component(name: str) -> dict:
@@ -785,6 +795,9 @@ VARIANTS = (
             _counter(_NAMED.replace(b'op_type: "Identity"', b'op_type: "BitwiseNot"')
                      + _MS_IMPORT),
             "graph importing the contrib domain at version 1"),
+    # a graph input whose batch dimension is unknown: its rank is still 2
+    Variant("lora", (WriteFile("projector.onnx", _projector_of_unnamed_batch()),),
+            "graph input with a dimension neither fixed nor named"),
     # an ONNX operator's optional operands left empty (Clip without min and max)
     Variant("kv_decoder",
             _counter(_NAMED.replace(b'input: "count" output: "next" op_type: "Identity"',

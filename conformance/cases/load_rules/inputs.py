@@ -218,6 +218,13 @@ VARIANTS = (
                   "media": {"container": "wav", "encoding": "pcm_s16_le",
                             "sample_rate_hz": 16000, "channels": 2}}),),
             "pre-adapter wav of bf16 samples"),
+    Variant("media",
+            (Set((*OUT, "encoded"),
+                 {"contract": {"dtype": "uint8", "rank": 1, "shape": ["bytes"]},
+                  "role": "audio", "stage": "post_adapter",
+                  "media": {"container": "wav", "encoding": "pcm_s16_le",
+                            "sample_rate_hz": 16000, "channels": 2}}),),
+            "post-adapter wav of encoded bytes"),
     # a valid_length emit's last axis is a prefix of the output's: fixed extents may differ
     Variant("kv_decoder", (Set((*OUT, "tokens", "contract", "shape"), ["batch", 4]),),
             "valid_length emit of width 1 into a fixed width 4"),

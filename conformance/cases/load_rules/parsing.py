@@ -197,6 +197,9 @@ MUTATIONS = (
     # Just over each limit, in YAML and in JSON (the values at the limit load: VARIANTS)
     Mutation("A98", "kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20 + 1),),
              "<document>", "metadata file of 16 MiB and one byte"),
+    Mutation("A98", "kv_decoder",
+             (AsJson(), GrowFile("inference_metadata.json", 16 * 2**20 + 1)),
+             "<document>", "JSON metadata file of 16 MiB and one byte"),
     Mutation("A99", "kv_decoder", _many_parameters(100_001),
              "<document>", "100,001 nodes"),
     Mutation("A99", "kv_decoder", (*_many_parameters(100_001), AsJson()),
@@ -254,6 +257,12 @@ MUTATIONS = (
 VARIANTS = (
     Variant(
         "kv_decoder", (GrowFile("inference_metadata.yaml", 16 * 2**20),), "metadata file of 16 MiB"
+    ),
+    # its last byte closes the document: a reader that stops short of the limit breaks it
+    Variant(
+        "kv_decoder",
+        (AsJson(), GrowFile("inference_metadata.json", 16 * 2**20)),
+        "JSON metadata file of 16 MiB",
     ),
     Variant("kv_decoder", _many_parameters(100_000), "100,000 nodes"),
     Variant("kv_decoder", (*_many_parameters(100_000), AsJson()), "100,000 nodes in JSON"),
