@@ -246,7 +246,7 @@ def _branch_arm_list_as_any_value():
     """The validator reads a branch case written as a list like any value of the wrong type:
     still A05 (the case's step is no list), and D35 as well (the branch's cases hold no
     step), a rule the package keeps."""
-    return [mock.patch.object(structure, "_is_branch_arm", lambda path: False)]
+    return [mock.patch.object(structure, "_one_step", lambda path: None)]
 
 
 # bug: (runtime spec, the case that must fail with it, the patches)

@@ -160,17 +160,17 @@ def _violations_for(error: jsonschema.ValidationError, seen: set, root: dict) ->
         return out
     code = _rule_for(error, "A05", root)
     value = error.instance
-    if kw == "type" and isinstance(value, list) and _is_branch_arm(path):
-        # upstream: a case (and the default) is one step, not a list of steps
-        ident = ("branch-arm", path)
+    slot = _one_step(path) if kw == "type" and isinstance(value, list) else None
+    if slot is not None:
+        # upstream: a step (a branch's case and default too) is one step, not a list of steps
+        ident = ("one-step", path)
         if ident not in seen:
             seen.add(ident)
             out.append(
                 Violation(
                     "A05",
                     path,
-                    f"a branch {'default' if path[-1] == 'default' else 'case'} is one step, "
-                    f"not a list of {len(value)}",
+                    f"{slot} is one step, not a list of {len(value)}",
                     "Write the step itself; for several steps write one "
                     "`{kind: sequence, steps: [...]}`.",
                 )
@@ -199,13 +199,21 @@ def _violations_for(error: jsonschema.ValidationError, seen: set, root: dict) ->
     return out
 
 
-def _is_branch_arm(path: tuple) -> bool:
-    """A path to a branch's case (``...cases.<key>``) or default (``...default``) step."""
-    if (len(path) >= 4 and path[-4] == "outputs") or (len(path) >= 3 and path[-3] == "outputs"):
-        return False  # a phi's `cases` / `default`: value names, not steps
-    if len(path) >= 3 and path[-2] == "cases":
-        return "steps" in path[:-2]
-    return bool(path) and path[-1] == "default" and "steps" in path
+def _one_step(path: tuple) -> str | None:
+    """What holds one step at ``path``, in words: an entry of a workflow's, loop's or sequence's
+    ``steps`` or of a loop's ``setup``, or a branch's case (``...cases.<key>``) or default
+    (``...default``); None elsewhere."""
+    if path[:2] != ("pipeline", "workflow") or "steps" not in path:
+        return None
+    if "outputs" in path[-4:-2]:
+        return None  # a phi's `cases.<key>` / `default`: value names, not steps
+    if path[-2] == "cases":
+        return "a branch case"
+    if path[-1] == "default":
+        return "a branch default"
+    if isinstance(path[-1], int) and path[-2] in ("steps", "setup"):
+        return f"an entry of a {path[-2]} list"
+    return None
 
 
 def schema_violations(document: dict, schema_path: Path = SCHEMA_PATH) -> list[Violation]:

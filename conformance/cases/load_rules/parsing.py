@@ -125,6 +125,11 @@ MUTATIONS = (
              (Set((*WF, "steps", 1, "cases", "1"),
                   load_document("branching")["pipeline"]["workflow"]["steps"][1]["cases"]["1"]["steps"]),),
              'pipeline.workflow.steps[1].cases["1"]', "branch case written as a list of steps"),
+    # and so is any step written as a list of steps (here the loop's emit, in a list of one)
+    Mutation("A05", "kv_decoder",
+             (Set((*WF, "steps", 0, "steps", 2),
+                  [load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["steps"][2]]),),
+             "pipeline.workflow.steps[0].steps[2]", "loop step written as a list"),
     # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
     Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
              "model.max_sequence_length", "max_sequence_length 0"),
