@@ -107,15 +107,6 @@ def kv_decoder_graph(
     return model.SerializeToString()
 
 
-def decoder_without_positions() -> bytes:
-    """The genai_decoder folder's names, one layer, and no position_ids input: onnxruntime-genai
-    feeds the positions input its config names only where the graph has one."""
-    model = onnx.load_from_string(kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR}))
-    (positions,) = [i for i, v in enumerate(model.graph.input) if v.name == "position_ids"]
-    del model.graph.input[positions]
-    return model.SerializeToString()
-
-
 def split_axis_decoder() -> bytes:
     """The past value puts the sequence on axis 3, the past key on axis 2: one KV cache cannot
     hold both."""
@@ -127,6 +118,15 @@ def split_axis_decoder() -> bytes:
 HEAD_MAJOR = ["batch", 4, "past_sequence", 8]
 BATCH_SECOND = [4, "batch", "past_sequence", 8]
 SEQUENCE_MAJOR = ["batch", "past_sequence", 4, 8]
+
+
+def decoder_without_positions() -> bytes:
+    """The genai_decoder folder's names, one layer, and no position_ids input: onnxruntime-genai
+    feeds the positions input its config names only where the graph has one."""
+    model = onnx.load_from_string(kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR}))
+    (positions,) = [i for i, v in enumerate(model.graph.input) if v.name == "position_ids"]
+    del model.graph.input[positions]
+    return model.SerializeToString()
 
 
 # The projector with its initializer stored outside the package.
