@@ -769,15 +769,16 @@ def _judge_admission(case: kv_admission.AdmissionCase):
     return judge
 
 
-def _judge_load_refused(code: str, options, what: str):
-    """The package is refused at load with ``code`` when loaded with ``options(root)``, the
-    load options of a feature that takes them; ``what`` says what was loaded."""
+def _judge_load_refused(code: str | None, options, what: str):
+    """The package is refused at load with ``code`` (any code when None) when loaded with
+    ``options(root)``, the load options of a feature that takes them; ``what`` says what was
+    loaded."""
 
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
             handle = runtime.load(str(root), options=options(root))
         except Refused as exc:
-            if code in refusal_codes(exc.code):
+            if code is None or code in refusal_codes(exc.code):
                 return Outcome(True, f"refused at load [{exc.code}]")
             message = exc.message.splitlines()[0] if exc.message else ""
             return Outcome(False, f"refused at load [{exc.code}], not {code}: {message}",
@@ -854,17 +855,17 @@ def _judge_drafted(run: RunCase, pair: drafts.Pair):
 
 def drafts_catalogue() -> list[Case]:
     cases = []
-    for target, draft in drafts.PAIRS:
-        pair = drafts.Pair(target, draft)
+    for name, pair in drafts.PAIRS:
+        target, draft = pair.target, pair.draft
         features = (*package_features(load_document(target)), "run", drafts.FEATURE)
         for run in drafts.greedy_cases(target):
             notes = f" ({run.notes})" if run.notes else ""
             cases.append(
                 Case(
-                    f"drafted/{target}+{draft}/{run.id.removeprefix(target + '/')}",
+                    f"drafted/{name}/{run.id.removeprefix(target + '/')}",
                     "drafted",
                     features,
-                    f"with {draft} attached, the tokens, finish reasons and refusals of "
+                    f"{pair.describe()}: the tokens, finish reasons and refusals of "
                     f"{target}'s golden{notes}",
                     pair.materialise,
                     _judge_drafted(run, pair),
@@ -874,13 +875,15 @@ def drafts_catalogue() -> list[Case]:
             )
     for refusal in drafts.REFUSALS:
         target = refusal.pair.target
-        features = (*package_features(load_document(target)), drafts.FEATURE, "rule_codes")
+        features = (*package_features(load_document(target)), drafts.FEATURE)
+        if refusal.code is not None:
+            features = (*features, "rule_codes")
         cases.append(
             Case(
                 f"fail_closed/drafted/{refusal.note}",
                 "fail_closed",
                 features,
-                f"refused at load ({refusal.code}): {refusal.pair.describe()}",
+                f"refused at load ({refusal.code or 'any code'}): {refusal.pair.describe()}",
                 refusal.pair.materialise,
                 _judge_load_refused(
                     refusal.code,

@@ -7,15 +7,16 @@ the formula of every run is **the target's own golden**.
 Each case loads the target with a copy of the draft attached (the draft lives in a folder of its
 own beside the target's copy). Suites:
 
-- ``drafted/<target>+<draft>/<run case>``: a run case of the target that decodes greedily
-  without a session, loaded with the draft: its tokens, finish reasons and refusals equal the
-  target's golden (its outputs are the speculative workflow's, not the decode loop's: a row
-  that generated nothing may publish an empty row, and its raw finish code may differ, where
-  the finish reason does not);
+- ``drafted/<target>+<draft>[/<edit>]/<run case>``: a run case of the target that decodes
+  greedily without a session, loaded with the draft (each copied with the pair's edits): its
+  tokens, finish reasons and refusals equal the target's golden (its outputs are the
+  speculative workflow's, not the decode loop's: a row that generated nothing may publish an
+  empty row, and its raw finish code may differ, where the finish reason does not);
 - ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
   (H91): vocabularies of different sizes, a draft with a shorter context or no attention mask,
   a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
-  the document gives the draft).
+  the document gives the draft); and a draft attached to a workflow package, which declares
+  its own proposer, is refused with any code (a misuse of the load call, not a rule broken).
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from .mutations import Delete, EditJson, MoveFile, Set, edit_copy
 
 FEATURE = "attached_draft"
 OPTION = "draft"
-# (target, draft): the running-sum pair (a formula) and two small transformers
-PAIRS = (("speculative_target", "speculative_draft"), ("genai_decoder", "genai_draft"))
 # the folder, beside the target's copy, that holds the draft's copy
 ATTACHED = "attached"
 
@@ -69,7 +68,23 @@ class Pair:
 class Refusal:
     note: str
     pair: Pair
-    code: str = "H91"
+    code: str | None = "H91"  # None: a misuse of the load call, refused with any code
+
+
+# (name, pair): the running-sum pair (a formula), two small transformers, a two-layer decoder
+# drafting for itself (every proposal accepted; a cache group per role and layer), and the
+# running-sum pair with no context declared by either (model.max_sequence_length): nothing but
+# the token bound ends a row, so the target's golden (no row reaches the context) still holds
+PAIRS = (
+    ("speculative_target+speculative_draft", Pair("speculative_target", "speculative_draft")),
+    ("genai_decoder+genai_draft", Pair("genai_decoder", "genai_draft")),
+    ("genai_decoder_multi_eos+genai_decoder_multi_eos",
+     Pair("genai_decoder_multi_eos", "genai_decoder_multi_eos")),
+    ("speculative_target+speculative_draft/no_context",
+     Pair("speculative_target", "speculative_draft",
+          target_ops=(Delete(("model", "max_sequence_length")),),
+          draft_ops=(Delete(("model", "max_sequence_length")),))),
+)  # fmt: skip
 
 
 def greedy_cases(target: str) -> list[RunCase]:
@@ -105,6 +120,9 @@ REFUSALS = (
                          EditJson("genai_config.json",
                                   (Set(("model", "decoder", "filename"), "draft/model.onnx"),)))),
     ),
+    # a workflow package declares its own proposer: a draft attached to one is a misuse of
+    # the load call (no rule of the package is broken), refused whatever the code
+    Refusal("draft_attached_to_a_workflow_package", Pair("lowered_decoder", "genai_draft"), None),
     Refusal(
         "target_sampling_by_default",
         Pair("genai_decoder", "genai_draft",

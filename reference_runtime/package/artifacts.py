@@ -123,8 +123,13 @@ def signature(model: onnx.ModelProto, path: Path) -> GraphSignature:
     )
 
 
+class TextGraphTooLarge(ValueError):
+    """A text-format graph over the size limit, refused before it is parsed (C103)."""
+
+
 def load_model(path: Path, external_data: bool = False) -> onnx.ModelProto:
-    """Load a graph (``.onnx`` or ``.onnx.textproto``), with its external data if asked.
+    """Load a graph (``.onnx`` or ``.onnx.textproto``), with its external data if asked; a
+    text-format graph over the size limit raises ``TextGraphTooLarge``.
 
     Text-format graphs are parsed once per file version (pure-Python protobuf text parsing is
     slow; binary parsing is not): the binary form is kept, keyed by path, mtime and size.
@@ -133,7 +138,7 @@ def load_model(path: Path, external_data: bool = False) -> onnx.ModelProto:
         stat = os.stat(path)
         problem = text_graph_too_large(path)
         if problem:
-            raise ValueError(problem)
+            raise TextGraphTooLarge(problem)
         model = onnx.load_model_from_string(
             _textproto_as_binary(os.fspath(path), stat.st_mtime_ns, stat.st_size)
         )

@@ -8,7 +8,7 @@ docs/speculative.md; what it needs of the ``speculative`` section is checked by 
 
 from __future__ import annotations
 
-from .artifacts import confine, graph_problems, load_model, signature
+from .artifacts import TextGraphTooLarge, confine, graph_problems, load_model, signature
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
 POLICY_CONTRACT = "onnx-genai.token-policy"
@@ -119,6 +119,8 @@ def _problems(root, contract, ports) -> list[tuple[tuple, str]]:
     try:
         model = load_model(path)
         sig = signature(model, path)
+    except TextGraphTooLarge as exc:
+        return [*found, (("contract", "parameters", "artifact"), f"decoder graph: {exc}", "C103")]
     except Exception as exc:  # onnx raises DecodeError, ParseError, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return [*found, (("contract", "parameters", "artifact"), f"unreadable graph: {first}")]

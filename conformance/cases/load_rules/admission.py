@@ -77,11 +77,13 @@ def kv_decoder_graph(
     past: dict,
     value_type: int = TensorProto.FLOAT,
     past_names: dict | None = None,
+    vocab: int | str = 96,
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
     ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``;
-    ``past_names`` renames past KV inputs (``{"key": name}``)."""
+    ``past_names`` renames past KV inputs (``{"key": name}``); ``vocab`` is the logits' last
+    dimension as declared (96 wide whatever it says)."""
     info = helper.make_tensor_value_info
     names = {k: f"past_key_values.0.{k}" for k in past} | (past_names or {})
     present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
@@ -91,7 +93,7 @@ def kv_decoder_graph(
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
     inputs += [info(names[k], types[k], d) for k, d in past.items()]
-    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", 96])]
+    outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", vocab])]
     outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
@@ -154,6 +156,20 @@ FLOAT8_INPUT = {
 
 MUTATIONS = (
     # ---------------------------------------------------------------- H72 derived capabilities
+    # a parameter-overlay component alone (no adapters section) uses parameter_adapters; its
+    # overlay then targets nothing the (absent) target manifest lists (C22)
+    Mutation("H72", "lora",
+             (Delete(("adapters",)),
+              Set(CAPS, ["workflow_ssa", "typed_emit", "heterogeneous_adapter_batching"])),
+             "pipeline.workflow.manifest.capabilities",
+             "parameter overlay without adapters, parameter_adapters not in the manifest",
+             also=("C22",)),
+    # ... and its adapter_* input roles use heterogeneous_adapter_batching
+    Mutation("H72", "lora",
+             (Delete(("adapters",)), Set(CAPS, ["workflow_ssa", "typed_emit", "parameter_adapters"])),
+             "pipeline.workflow.manifest.capabilities",
+             "adapter input roles without adapters, heterogeneous batching not in the manifest",
+             also=("C22",)),
     Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "serving_service_contract")),),
              "pipeline.workflow.manifest.capabilities", "serving section not in the manifest"),
     Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "session_state_lease")),),
@@ -174,6 +190,14 @@ MUTATIONS = (
                         ("bounded_state_recurrence", "a bounded recurrence"))),
     Mutation("H72", "kv_decoder", (Set((*WF, "state", "turn_count", "class"), "advisory"),),
              "pipeline.workflow.manifest.capabilities", "an advisory cell not in the manifest"),
+    # an adaptive proposal budget contract uses its capability (this runtime has no executor for
+    # it, C80)
+    Mutation("H72", "speculative",
+             (Set((*WF, "components", "budget"),
+                  {"implementation": {"kind": "binding"},
+                   "contract": {"id": "onnx-genai.adaptive-proposal-budget", "version": "1"}}),),
+             "pipeline.workflow.manifest.capabilities",
+             "adaptive proposal budget not in the manifest", also=("C80",)),
     Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "telemetry_adapter")),),
              "pipeline.workflow.manifest.capabilities", "telemetry adapter not in the manifest"),
     Mutation("H72", "branching", (Delete((*CAPS, 2)),),
@@ -196,6 +220,9 @@ MUTATIONS = (
     # ---------------------------------------------------------------- H74 package files
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "/opt/models/model.onnx"),),
              "pipeline.workflow.components.model.implementation.artifact", "absolute artifact"),
+    Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "/model.onnx"),),
+             "pipeline.workflow.components.model.implementation.artifact",
+             "absolute artifact naming the package's own file"),
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "policies/../../model.onnx"),),
              "pipeline.workflow.components.model.implementation.artifact", "artifact with .."),
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "policies/../model.onnx"),),
@@ -321,6 +348,12 @@ MUTATIONS = (
              (EditJson("genai_config.json", (Set(("model", "vocab_size"), 128),)),),
              '["genai_config.json"].model.vocab_size', "genai vocab_size unlike the logits"),
     Mutation("H91", "genai_decoder",
+             (EditJson("genai_config.json", (Delete(("model", "vocab_size")),)),
+              WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
+                                                       vocab="vocab"))),
+             '["genai_config.json"].model.vocab_size',
+             "genai vocab_size missing and the logits' width symbolic"),
+    Mutation("H91", "genai_decoder",
              (EditJson("genai_config.json", (Set(("engine",), {"dynamic_batching": True}),)),),
              '["genai_config.json"].engine', "unknown genai_config section"),
     Mutation("H91", "genai_decoder", (WriteFile("model.onnx", split_axis_decoder()),),
@@ -353,12 +386,22 @@ MUTATIONS = (
            "model.decoder.num_hidden_layers", "genai layer count above 4096"),
     _genai(Set(("model", "decoder", "num_hidden_layers"), 2),
            "model.decoder.inputs.past_key_names", "genai layer count above the graph's"),
+    _genai(Set(("model", "decoder", "num_hidden_layers"), "two"),
+           "model.decoder.num_hidden_layers", "genai layer count a word"),
+    _genai(Set(("model", "decoder", "inputs", "past_key_names"), 7),
+           "model.decoder.inputs.past_key_names", "genai past key name template a number"),
     _genai(Set(("model", "decoder", "head_size"), -1),
            "model.decoder.head_size", "genai negative head_size"),
+    _genai(Set(("model", "context_length"), "forty-eight tokens, give or take a few dozen"),
+           "model.context_length", "genai context_length a long string"),
+    _genai(Set(("model", "decoder", "inputs", "attention_mask"), ""),
+           "model.decoder.inputs.attention_mask", "genai empty attention mask name"),
     _genai(Set(("model", "decoder", "filename"), ""),
            "model.decoder.filename", "genai empty decoder filename"),
     _genai(Set(("model", "decoder", "session_options", "gpu_mem_limit"), 1),
            "model.decoder.session_options.gpu_mem_limit", "genai unknown session option"),
+    _genai(Set(("model", "decoder", "sliding_window"), {"window_size": 16}),
+           "model.decoder.sliding_window", "genai unknown decoder key"),
     _genai(Set(("model", "decoder", "inputs", "token_type_ids"), "token_type_ids"),
            "model.decoder.inputs.token_type_ids", "genai unknown decoder input"),
     _genai(Set(("model", "decoder", "outputs", "hidden_states"), "hidden"),
@@ -499,6 +542,11 @@ MUTATIONS = (
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "sequence_source"), "inputs_embeds"),),
              "model.io.sequence_source", "a decoder driven by embeddings"),
+    Mutation("H93", "model_io_decoder",
+             (Set(("model", "io", "sequence_source"), "inputs_embeds"),
+              Delete(("model", "io", "token_input")), Delete(("model", "io", "logits_output"))),
+             "model.io.logits_output",
+             "a decoder driven by embeddings (no token input needed) that names no logits"),
     Mutation("H93", "model_io_decoder",
              (Set(("model", "io", "encoder_hidden_states_input"), "encoder_states"),),
              "model.io.encoder_hidden_states_input", "encoder hidden states"),

@@ -10,6 +10,7 @@ from fixtures import package_path
 
 from ..mutations import (
     Delete,
+    EditJson,
     GrowFile,
     Insert,
     Mutation,
@@ -44,12 +45,24 @@ graph {
 opset_import { domain: "" version: 21 }
 """
 # The same graph, well named, but with an operator ONNX does not define, or an element type
-# it does not define.
+# it does not define (of its input, or of a stored tensor).
 _NAMED = _UNNAMED_OUTPUT.replace(b'output: ""', b'output: "next"').replace(
     b'output { name: ""', b'output { name: "next"'
 )
 _UNKNOWN_OP = _NAMED.replace(b"Identity", b"NoSuchOperator")
 _UNKNOWN_ELEM_TYPE = _NAMED.replace(b"elem_type: 7", b"elem_type: 99", 1)
+_UNKNOWN_TENSOR_TYPE = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "odd" data_type: 99 dims: 1 raw_data: "\\000" }\n',
+)
+# ... a stored tensor whose external data lies outside the package (a text-format graph: it is
+# read without its external data, which is checked on its own)
+_TEXT_DATA_OUTSIDE = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "w" data_type: 1 dims: 2 data_location: EXTERNAL '
+    b'external_data { key: "location" value: "../outside.bin" } '
+    b'external_data { key: "offset" value: "0" } external_data { key: "length" value: "8" } }\n',
+)
 # ... an operator set ONNX does not define (beyond its newest, or 0), a required operand left
 # empty, a default (initializer) of another rank than its input, an output whose type
 # inference contradicts.
@@ -59,6 +72,7 @@ _UNDEFINED_OUTPUT_TYPE = _NAMED.replace(
 )
 _OPSET_BEYOND = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 999')
 _OPSET_ZERO = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 0')
+_OPSET_FIRST = _NAMED.replace(b'domain: "" version: 21', b'domain: "" version: 1')
 _EMPTY_OPERAND = _NAMED.replace(
     b'node { input: "count" output: "next" op_type: "Identity" }',
     b'node { input: "count" input: "" output: "next" op_type: "Add" }',
@@ -198,6 +212,43 @@ def _projector_contrib() -> bytes:
     return model.SerializeToString()
 
 
+def _projector_with_bias() -> bytes:
+    """The lora projector graph with an inline initializer beside its external one: a zero
+    ``bias`` the node adds (the external one still unused)."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    graph = model.graph
+    graph.initializer.append(onnx.helper.make_tensor("bias", onnx.TensorProto.FLOAT, [2], [0, 0]))
+    graph.node[0].op_type = "Add"
+    graph.node[0].input.append("bias")
+    return model.SerializeToString()
+
+
+def _projector_default(dims: list[int]) -> bytes:
+    """The lora projector graph with a default (an initializer) for its input ``activations``
+    (declared ``[batch, 2]``) of dimensions ``dims``."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
+    count = dims[0] * dims[1]
+    model.graph.initializer.append(
+        onnx.helper.make_tensor("activations", onnx.TensorProto.FLOAT, dims, [0.0] * count)
+    )
+    return model.SerializeToString()
+
+
+def _counter_with_gemm() -> bytes:
+    """The counter graph with an unused Gemm that leaves its operand C empty (optional since
+    ONNX operator set 11; the graph imports 21), com.microsoft imported before ONNX's set."""
+    h = onnx.helper
+    graph = h.make_graph(
+        [h.make_node("Identity", ["count"], ["next"]), h.make_node("Gemm", ["a", "a", ""], ["p"])],
+        "counter",
+        [h.make_tensor_value_info("count", onnx.TensorProto.INT64, [])],
+        [h.make_tensor_value_info("next", onnx.TensorProto.INT64, [])],
+        initializer=[h.make_tensor("a", onnx.TensorProto.FLOAT, [2, 2], [1, 0, 0, 1])],
+    )
+    imports = [h.make_opsetid("com.microsoft", 1), h.make_opsetid("", 21)]
+    return h.make_model(graph, opset_imports=imports, ir_version=10).SerializeToString()
+
+
 PROJECTOR = "pipeline.workflow.components.projector.implementation.artifact"
 COUNTER = "pipeline.workflow.components.counter.implementation.artifact"
 
@@ -239,6 +290,8 @@ _SPARSE_PAST_2_GIB = _NAMED.replace(
     b"dims: 536870913 } } }\n"
     b'  name: "counter"\n',
 )
+# ... and one of 32 MiB dense (2^23 + 1 floats), well inside the limit.
+_SPARSE_OF_32_MIB = _SPARSE_PAST_2_GIB.replace(b"dims: 536870913", b"dims: 8388609")
 
 
 def _initializers_of_every_width() -> bytes:
@@ -520,6 +573,17 @@ MUTATIONS = (
     Mutation("C103", "kv_decoder", (GrowFile("policies/sampler.onnx.textproto", 2**20 + 1),),
              "pipeline.workflow.components.sampler.implementation.artifact",
              "text-format graph of 1 MiB"),
+    Mutation("C103", "lowered_decoder",
+             (Set((*COMP, "decoder", "contract", "parameters", "artifact"), "big.onnx.textproto"),
+              WriteFile("big.onnx.textproto", _NAMED), GrowFile("big.onnx.textproto", 2**20 + 1)),
+             "pipeline.workflow.components.decoder.contract.parameters.artifact",
+             "lowered decoder graph in text format of 1 MiB"),
+    Mutation("C103", "genai_decoder",
+             (EditJson("genai_config.json",
+                       (Set(("model", "decoder", "filename"), "big.onnx.textproto"),)),
+              WriteFile("big.onnx.textproto", _NAMED), GrowFile("big.onnx.textproto", 2**20 + 1)),
+             '["genai_config.json"].model.decoder.filename',
+             "genai decoder graph in text format of 1 MiB"),
     # C104: a graph ONNX's checker refuses
     Mutation("C104", "kv_decoder",
              (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx.textproto"),
@@ -531,6 +595,10 @@ MUTATIONS = (
               WriteFile("policies/counter.onnx.textproto", _UNKNOWN_ELEM_TYPE)),
              "pipeline.workflow.components.counter.implementation.artifact",
              "element type 99"),
+    Mutation("H74", "kv_decoder", _counter(_TEXT_DATA_OUTSIDE), COUNTER,
+             "text-format graph whose external data lies outside the package"),
+    Mutation("C104", "kv_decoder", _counter(_UNKNOWN_TENSOR_TYPE), COUNTER,
+             "initializer of an element type ONNX does not define"),
     Mutation("C104", "kv_decoder", _counter(_OPSET_BEYOND), COUNTER, "ONNX operator set 999"),
     Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
     Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
@@ -541,6 +609,8 @@ MUTATIONS = (
              "sparse constant past 2 GiB dense"),
     Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
              "initializer default of another rank than its input"),
+    Mutation("C104", "lora", (WriteFile("projector.onnx", _projector_default([1, 3])),), PROJECTOR,
+             "initializer default of the input's rank but another fixed dimension"),
     Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
              "output type inference contradicts"),
     Mutation("C104", "kv_decoder", _counter(_OPERAND_TYPES_UNLIKE), COUNTER,
@@ -720,6 +790,17 @@ MUTATIONS = (
                       "outputs": {"live": "step.live_again",
                                   "accepted_len": "step.accepted_again"}}),),
              "pipeline.workflow.steps[0].steps[4]", "batch component invoked twice"),
+    # ... where nothing is batched, so the missing serving section is not a batching fault
+    Mutation("C120", "lowered_decoder",
+             (Insert((*LOOP, "steps"), 4,
+                     {"kind": "invoke", "component": "batch",
+                      "inputs": {"active": "active", "next_active": "step.active",
+                                 "accepted": "package.one_row"},
+                      "outputs": {"live": "step.live_again",
+                                  "accepted_len": "step.accepted_again"}}),
+              Delete(("pipeline", "workflow", "serving"))),
+             "pipeline.workflow.steps[0].steps[4]",
+             "batch component invoked twice, no serving section", also=("E47",)),
     Mutation("C120", "lowered_decoder",
              (Set((*LOOP, "setup", 1), {"kind": "invoke", "component": "batch",
                                         "inputs": {"active": "package.active",
@@ -761,6 +842,15 @@ MUTATIONS = (
 
 # Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
 VARIANTS = (
+    Variant("kv_decoder",
+            (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx"),
+             WriteFile("policies/counter.onnx", _counter_with_gemm())),
+            "optional operand left empty, another domain imported first"),
+    Variant("kv_decoder", _counter(_OPSET_FIRST), "ONNX operator set 1, the first"),
+    Variant("kv_decoder", (GrowFile("policies/sampler.onnx.textproto", 2**20),),
+            "text-format graph of exactly 1 MiB (the limit)"),
+    Variant("kv_decoder", (Set((*COMP, "counter", "row_scope"), {"axis": 0, "stateful": False}),),
+            "row_scope on a component whose ports are all shared scalars"),
     # C25 asks a sequence role only of a component with attention state: a recurrent one owes none
     Variant("static_cache",
             (Set((*WF, "serving", "state_service", "groups", "cache", "kind"), "recurrent"),
@@ -776,6 +866,11 @@ VARIANTS = (
             "external data in a Constant node attribute"),
     Variant("lora", (WriteFile("projector.onnx", _projector_contrib()),),
             "contrib operator with exactly its operands"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_default([3, 2])),),
+            "initializer default of the input's fixed dimension (any batch)"),
+    Variant("kv_decoder", _counter(_SPARSE_OF_32_MIB), "sparse constant of 32 MiB dense"),
+    Variant("lora", (WriteFile("projector.onnx", _projector_with_bias()),),
+            "an inline initializer beside an externally stored one"),
     Variant("lora", _tensor(_inline(raw=_IDENTITY_DATA)), "inline raw data"),
     Variant("lora", _tensor(_inline(floats=[1.0, 0.0, 0.0, 1.0])), "inline float data"),
     Variant("lora", _tensor(_as(onnx.TensorProto.FLOAT, [0, 2], "float_data", [])),

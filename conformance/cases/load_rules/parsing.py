@@ -130,6 +130,12 @@ MUTATIONS = (
              (Set((*WF, "steps", 0, "steps", 2),
                   [load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["steps"][2]]),),
              "pipeline.workflow.steps[0].steps[2]", "loop step written as a list"),
+    Mutation("A05", "kv_decoder",
+             (Delete((*WF, "steps", 0, "setup", 1, "cases", "true")),
+              Set((*WF, "steps", 0, "setup", 1, "default"),
+                  [load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
+                   ["cases"]["true"]])),
+             "pipeline.workflow.steps[0].setup[1].default", "branch default written as a list"),
     # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
     Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
              "model.max_sequence_length", "max_sequence_length 0"),
@@ -168,6 +174,11 @@ MUTATIONS = (
              f"{format_location(_PARAMETERS)}.null", "parameter named by the YAML null"),
     Mutation("A05", "kv_decoder", (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            true: x\n"),),
              f"{format_location(_PARAMETERS)}.true", "parameter named by the YAML true"),
+    # ... and where the schema knows every key: the key is refused once, as a key (A05), not
+    # again as an unknown key (A01)
+    Mutation("A05", "kv_decoder",
+             (ReplaceText("    steps:\n    - kind: loop\n", "    steps:\n    - kind: loop\n      true: x\n"),),
+             "pipeline.workflow.steps[0].true", "step key named by the YAML true"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v1.2"),),
              "schema_version", "schema_version of a later revision"),
     Mutation("A94", "kv_decoder", (Set(("schema_version",), "v2"),),

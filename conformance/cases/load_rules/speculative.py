@@ -21,6 +21,32 @@ AUX_GROUP = {
     "capabilities": {"rollback_positions": 1},
 }
 
+# speculative's decode loop nested in a loop of its own (the serving values then live inside
+# the outer loop: E50): the speculative region is the innermost loop invoking both components
+_NESTED = (
+    Set(
+        ("pipeline", "workflow", "inputs", "package.once"),
+        {
+            "contract": {"dtype": "bool", "rank": 0},
+            "default": False,
+            "required": False,
+            "role": {"kind": "opaque"},
+            "source": {"kind": "literal"},
+        },
+    ),
+    Set(
+        ("pipeline", "workflow", "steps"),
+        [
+            {
+                "kind": "loop",
+                "max_iterations": "request.max_tokens",
+                "continue_when": "package.once",
+                "steps": load_document("speculative")["pipeline"]["workflow"]["steps"],
+            }
+        ],
+    ),
+)
+
 MUTATIONS = (
     # F59: proposer and target
     Mutation("F59", "speculative", (Set((*SP, "proposer"), "drafter"),),
@@ -29,6 +55,18 @@ MUTATIONS = (
              "speculative.target", "unknown target"),
     Mutation("F59", "speculative", (Set((*SP, "proposer"), ""),),
              "speculative.proposer", "empty proposer"),
+    # a speculative section names components of a workflow: a document without one (here
+    # a model.io package's, its model.io deleted) has none to name
+    Mutation("F59", "model_io_decoder",
+             (Delete(("model", "io")), Set(SP, load_document("speculative")["speculative"])),
+             "speculative", "speculative section without a workflow", also=("H74",)),
+    Mutation("F59", "speculative_block", (Set((*SP, "proposer"), "drafter"),),
+             "speculative.proposer", "unknown proposer of a speculative block"),
+    Mutation("F115", "speculative_block",
+             (Set(("pipeline", "workflow", "components", "target", "implementation"),
+                  {"kind": "binding"}),),
+             "speculative.target", "a binding target of a speculative block",
+             also=("C25",)),  # the draft is then the one ONNX component, and names no tokens
     # F60: rollback state
     Mutation("F60", "speculative", (Insert((*SP, "rollback_state"), 2, "draft_cache_state"),),
              "speculative.rollback_state[2]", "unknown rollback cell"),
@@ -41,6 +79,13 @@ MUTATIONS = (
               Set((*DC, "capabilities", "cascade"), ["aux"])),
              "pipeline.workflow.serving.state_service.groups.aux.capabilities.rollback_positions",
              "cascaded group rolls back too little"),
+    Mutation("F60", "speculative",
+             (Set((*GR, "aux"), {**AUX_GROUP, "capabilities": {"rollback_positions": 8,
+                                                              "cascade": ["aux2"]}}),
+              Set((*GR, "aux2"), AUX_GROUP),
+              Set((*DC, "capabilities", "cascade"), ["aux"])),
+             f"{GRP}.aux2.capabilities.rollback_positions",
+             "group two cascades away rolls back too little"),
     # the rollback walk follows cascades only into declared groups
     Mutation("E51", "speculative", (Set((*DC, "capabilities", "cascade"), ["nope"]),),
              f"{GDC}.capabilities.cascade[0]", "rolled-back group cascading to no group"),
@@ -48,6 +93,11 @@ MUTATIONS = (
     Mutation("F61", "speculative",
              (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety", "max_depth"), 1),),
              "pipeline.workflow.effects.grammar.speculation_safety", "rewindable less than width"),
+    Mutation("F61", "speculative",
+             (*_NESTED,
+              Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety", "max_depth"), 1)),
+             "pipeline.workflow.effects.grammar.speculation_safety",
+             "rewindable less than width in a nested speculative loop", also=("E50",)),
     Mutation("F61", "speculative",
              (Delete(("pipeline", "workflow", "effects", "grammar", "speculation_safety")),),
              "pipeline.workflow.effects.grammar.speculation_safety", "no speculation_safety"),
@@ -105,6 +155,12 @@ MUTATIONS = (
     Mutation("F63", "speculative", (Set((*PE, "token_embedding", "component"), "draft"),),
              "speculative.proposal_execution.token_embedding.component",
              "token_embedding not from the target"),
+    # a target that is no ONNX graph has no embedding table (the block refuses it too, F115)
+    Mutation("F63", "speculative_folded",
+             (Set(("pipeline", "workflow", "components", "target", "implementation"),
+                  {"kind": "binding"}),),
+             "speculative.proposal_execution.token_embedding.component",
+             "token_embedding from a binding target", also=("F115",)),
     Mutation("F63", "speculative", (Set((*PE, "token_embedding", "table"), ""),),
              "speculative.proposal_execution.token_embedding.table", "empty table"),
     Mutation("F63", "speculative", (Set((*PE, "token_embedding", "table"), "lm_head"),),
@@ -183,6 +239,9 @@ TIMER_AFTER = {
 }  # fmt: skip
 
 VARIANTS = (
+    Variant("speculative",
+            (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety", "max_depth"), 2),),
+            "grammar rewindable exactly as deep as max_proposal_width"),
     # F61 from the valid side: a component with an unsafe effect invoked after the loop that
     # holds proposer and target is no part of the speculative region
     Variant("speculative",

@@ -77,6 +77,48 @@ WITH_CAP = Set((*WF, "inputs", "request.cap"), {
     "present_as": "request.has_cap",
 })  # fmt: skip
 
+# counting_loop rewritten so its loop carries nothing and only emits (a column of `start`,
+# each iteration, for as long as the literal `package.go` holds)
+_EMITTING_LOOP = (
+    Set(
+        (*WF, "inputs", "package.go"),
+        {
+            "contract": {"dtype": "bool", "rank": 0},
+            "default": True,
+            "required": False,
+            "role": {"kind": "opaque"},
+            "source": {"kind": "literal"},
+        },
+    ),
+    Set(
+        S,
+        [
+            {
+                "kind": "invoke",
+                "component": "to_column",
+                "inputs": {"x": "start"},
+                "outputs": {"y": "column"},
+            },
+            {"kind": "emit", "output": "final", "mode": "replace", "value": "column"},
+            {
+                "kind": "loop",
+                "max_iterations": "request.max_new_tokens",
+                "continue_when": "package.go",
+                "steps": [
+                    {
+                        "kind": "emit",
+                        "output": "tokens",
+                        "mode": "append",
+                        "axis": 1,
+                        "value": "column",
+                    }
+                ],
+            },
+        ],
+    ),
+    Delete(STATE),
+)
+
 MUTATIONS = (
     # ------------------------------------------------------------------ D26
     Mutation("D26", "kv_decoder", (Set((*BODY, 1, "component"), "samplr"),),
@@ -242,6 +284,12 @@ MUTATIONS = (
              (Set((*WF, "manifest", "capabilities"),
                   ["workflow_ssa", "nested_control_flow", "typed_emit", "session_state_lease"]),),
              "pipeline.workflow.manifest.capabilities", "carried cell without linear_effects"),
+    Mutation("H72", "counting_loop",
+             (*_EMITTING_LOOP,
+              Set((*WF, "manifest", "capabilities"),
+                  ["workflow_ssa", "nested_control_flow", "typed_emit"])),
+             "pipeline.workflow.manifest.capabilities",
+             "a loop that only emits, without linear_effects"),
     # ------------------------------------------------------------------ D32
     Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "body.active"),),
              "pipeline.workflow.steps[0].continue_when", "continue_when from the body"),
@@ -280,6 +328,14 @@ MUTATIONS = (
                    "max": "package.max_context"}),),
              "pipeline.workflow.state.token.recurrence.increment", "float increment"),
     # ------------------------------------------------------------------ D35
+    Mutation("D35", "kv_decoder", (Set((*BRANCH, "cases"), [BIAS_CASE]),),
+             "pipeline.workflow.steps[0].setup[1].cases", "branch cases written as a list"),
+    Mutation("D35", "kv_decoder",
+             (Delete((*BRANCH, "cases", "true")),
+              Set((*BRANCH, "default"),
+                  {"kind": "branch", "predicate": "request.has_bias", "cases": [BIAS_CASE]})),
+             "pipeline.workflow.steps[0].setup[1].default.cases",
+             "a branch default whose own cases are written as a list"),
     Mutation("D35", "kv_decoder",
              (Insert(S, 2, {**ROOT_BRANCH, "predicate": "request.temperature"}),),
              "pipeline.workflow.steps[2].predicate", "float predicate"),
@@ -314,6 +370,14 @@ MUTATIONS = (
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "request.temperature"),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi sources disagree"),
+    Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), ["setup.plain"]),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
+             "phi source written as a list (a value name, not a step)"),
+    # a binding without a contract copies its input: its output has the input's type
+    Mutation("D36", "kv_decoder",
+             (Set((*BRANCH, "cases", "false", "inputs", "logits"), "request.input_ids"),),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
+             "phi source a binding's copy of another dtype"),
     Mutation("D36", "kv_decoder", (Set((*PHI, "default"), "setup.plain"),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
              "phi default without a branch default"),
@@ -343,6 +407,8 @@ MUTATIONS = (
     # ------------------------------------------------------------------ D38
     Mutation("D38", "kv_decoder", (Set((*S, 2, "output"), "turn"),),
              "pipeline.workflow.steps[2].output", "emit to an unknown output"),
+    Mutation("D38", "kv_decoder", (Set((*BODY, 2, "output"), "token"),),
+             "pipeline.workflow.steps[0].steps[2].output", "per-row emit to an unknown output"),
     Mutation("D38", "kv_decoder", (Set((*BODY, 2, "when"), "body.lengths"),),
              "pipeline.workflow.steps[0].steps[2].when", "integer when"),
     Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.active"),),
@@ -414,6 +480,7 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    Variant("counting_loop", _EMITTING_LOOP, "a loop that carries nothing and only emits"),
     # D31 from the valid side: a rank-1 iteration value may be request-aligned on its axis 0
     Variant("kv_decoder",
             (Set((*LOOP, "iteration", "contract"),

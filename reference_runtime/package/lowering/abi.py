@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PackageError, Violation
-from ..artifacts import confine, load_model, signature
+from ..artifacts import TextGraphTooLarge, confine, load_model, signature
 from ..docmodel import build
 from ..model import Metadata, ModelIO
 from ..parse import find_metadata, parse_metadata
@@ -532,6 +532,9 @@ def _with_graph(
         problems.raise_if_any()
     try:
         sig = signature(load_model(path), path)
+    except TextGraphTooLarge as exc:
+        problems.add(where["artifact"], f"decoder graph: {exc}", "C103")
+        problems.raise_if_any()
     except Exception as exc:  # onnx raises DecodeError, ParseError, ...
         problems.add(where["artifact"], f"decoder graph {fields['artifact']} cannot be read: {exc}")
         problems.raise_if_any()

@@ -169,6 +169,17 @@ def check_continuation(ctx: Ctx, name: str, cell) -> None:
         problems.append("the cell must have a growing or bounded recurrence")
     if ctx.flow is not None and name in ctx.flow.carried:
         problems.append("the cell must not also be loop-carried")
+    contract = cell.contract
+    first = contract.shape[0] if contract.shape else None
+    if (
+        dtypes.canonical(contract.dtype) != "int64"
+        or contract.rank != 2
+        or (isinstance(first, int) and first != 1)
+    ):
+        problems.append(
+            "the cell holds the conversation as one row of token ids: its contract must be "
+            "int64 of rank 2, axis 0 of extent 1 or a symbol"
+        )
     for problem in problems:
         ctx.add("E46", path, f"continuation on {name!r}: {problem}")
     prompt = wf.inputs.get(cont.prompt_input)
