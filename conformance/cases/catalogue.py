@@ -855,10 +855,10 @@ def _judge_drafted(run: RunCase, pair: drafts.Pair):
 
 def drafts_catalogue() -> list[Case]:
     cases = []
-    for name, pair in drafts.PAIRS:
+    for name, pair, runs in drafts.PAIRS:
         target, draft = pair.target, pair.draft
         features = (*package_features(load_document(target)), "run", drafts.FEATURE)
-        for run in drafts.greedy_cases(target):
+        for run in drafts.greedy_cases(target, runs):
             notes = f" ({run.notes})" if run.notes else ""
             cases.append(
                 Case(

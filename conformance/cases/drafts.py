@@ -71,29 +71,42 @@ class Refusal:
     code: str | None = "H91"  # None: a misuse of the load call, refused with any code
 
 
-# (name, pair): the running-sum pair (a formula), two small transformers, a two-layer decoder
-# drafting for itself (every proposal accepted; a cache group per role and layer), and the
-# running-sum pair with no context declared by either (model.max_sequence_length): nothing but
-# the token bound ends a row, so the target's golden (no row reaches the context) still holds
+# (name, pair, runs): each pair replays the target's greedy run cases (``runs``: those named
+# only). The running-sum pair (a formula); two small transformers; a two-layer decoder drafting
+# for itself (every proposal accepted; a cache group per role and layer); the running-sum pair
+# with no context declared by either (model.max_sequence_length), or with no end id, where only
+# the token bound ends a row, so the target's golden (no row reaches the context or draws the
+# end id) still holds; and the transformers with no search.max_length, on the run cases whose
+# token bound ends them first.
+_NO_MAX_LENGTH = EditJson("genai_config.json", (Delete(("search", "max_length")),))
 PAIRS = (
-    ("speculative_target+speculative_draft", Pair("speculative_target", "speculative_draft")),
-    ("genai_decoder+genai_draft", Pair("genai_decoder", "genai_draft")),
+    ("speculative_target+speculative_draft", Pair("speculative_target", "speculative_draft"), None),
+    ("genai_decoder+genai_draft", Pair("genai_decoder", "genai_draft"), None),
     ("genai_decoder_multi_eos+genai_decoder_multi_eos",
-     Pair("genai_decoder_multi_eos", "genai_decoder_multi_eos")),
+     Pair("genai_decoder_multi_eos", "genai_decoder_multi_eos"), None),
     ("speculative_target+speculative_draft/no_context",
      Pair("speculative_target", "speculative_draft",
           target_ops=(Delete(("model", "max_sequence_length")),),
-          draft_ops=(Delete(("model", "max_sequence_length")),))),
+          draft_ops=(Delete(("model", "max_sequence_length")),)), None),
+    ("speculative_target+speculative_draft/no_end_id",
+     Pair("speculative_target", "speculative_draft",
+          target_ops=(Delete(("package", "tokenizer", "special_tokens", "eos")),),
+          draft_ops=(Delete(("package", "tokenizer", "special_tokens", "eos")),)), None),
+    ("genai_decoder+genai_draft/no_max_length",
+     Pair("genai_decoder", "genai_draft", target_ops=(_NO_MAX_LENGTH,), draft_ops=(_NO_MAX_LENGTH,)),
+     ("greedy_ragged_batch", "greedy_equal_rows", "zero_new_tokens")),
 )  # fmt: skip
 
 
-def greedy_cases(target: str) -> list[RunCase]:
+def greedy_cases(target: str, runs: tuple[str, ...] | None = None) -> list[RunCase]:
     """The target's run cases that decode greedily and open no session (a sampled request is
-    judged by the ``sampling`` suite; speculative decoding here verifies greedily)."""
+    judged by the ``sampling`` suite; speculative decoding here verifies greedily); ``runs``:
+    only those of these names."""
     return [
         run
         for run in RUN_CASES
         if run.package == target
+        and (runs is None or run.id.removeprefix(f"{target}/") in runs)
         and all(r.get("greedy") is not False and r.get("session_id") is None for r in run.requests)
     ]
 

@@ -492,10 +492,8 @@ def graph_problems(model: onnx.ModelProto, folder: Path) -> list[tuple[str, str]
             )
     for tensor in all_tensors(model):
         problem = tensor_data_problem(tensor, folder)
-        if problem is not None:
-            found.append(problem)
-            if len(found) >= 3:
-                break
+        if problem is not None and sum(code == problem[0] for code, _ in found) < 3:
+            found.append(problem)  # every code the tensors break, each at most three times
     for sparse in _sparse_tensors(model):
         dense = _numel_of(sparse.dims) * _TYPE_BITS.get(sparse.values.data_type, 8) // 8
         if any(d < 0 for d in sparse.dims) or dense > MAX_DENSE_BYTES:

@@ -131,8 +131,6 @@ def resolve(workflow, spec, name: str, port_names, port_dtype) -> tuple[Plan | N
                     f"{name!r} runs its graph (it is {other.implementation.kind})",
                 )
             )
-    if problems:
-        return None, problems
     params = dict(comp.contract.parameters)
     chained = spec.proposal_execution
     chained = chained if isinstance(chained, ChainedProposal) else None

@@ -160,19 +160,25 @@ def _violations_for(error: jsonschema.ValidationError, seen: set, root: dict) ->
         return out
     code = _rule_for(error, "A05", root)
     value = error.instance
-    slot = _one_step(path) if kw == "type" and isinstance(value, list) else None
+    slot = _one_step(path) if kw == "type" and not isinstance(value, dict) else None
     if slot is not None:
-        # upstream: a step (a branch's case and default too) is one step, not a list of steps
+        # upstream: a step (a branch's case and default too) is one step (a mapping), not a
+        # list of steps or a scalar; one finding, not one per kind of step it is not
         ident = ("one-step", path)
         if ident not in seen:
             seen.add(ident)
+            what = (
+                f"a list of {len(value)}"
+                if isinstance(value, list)
+                else f"{_type_name(value)} {_short(value)}"
+            )
             out.append(
                 Violation(
                     "A05",
                     path,
-                    f"{slot} is one step, not a list of {len(value)}",
-                    "Write the step itself; for several steps write one "
-                    "`{kind: sequence, steps: [...]}`.",
+                    f"{slot} is one step, not {what}",
+                    "Write the step itself, a mapping with its `kind`; for several steps write "
+                    "one `{kind: sequence, steps: [...]}`.",
                 )
             )
         return out

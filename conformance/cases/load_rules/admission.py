@@ -81,7 +81,7 @@ def kv_decoder_graph(
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
-    ``total_sequence`` for ``past_sequence``) and its value the element type ``value_type``;
+    ``total_sequence`` for ``past_sequence``; ``{}``: no KV at all) and its value the element type ``value_type``;
     ``past_names`` renames past KV inputs (``{"key": name}``); ``vocab`` is the logits' last
     dimension as declared (96 wide whatever it says)."""
     info = helper.make_tensor_value_info
@@ -99,8 +99,7 @@ def kv_decoder_graph(
         helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["ids", "last"], ["column"]),
         helper.make_node("Expand", ["column", "vocab"], ["logits"]),
-        helper.make_node("Identity", [names["key"]], ["present.0.key"]),
-        helper.make_node("Identity", [names["value"]], ["present.0.value"]),
+        *(helper.make_node("Identity", [names[k]], [f"present.0.{k}"]) for k in past),
     ]
     constants = [helper.make_tensor("last", TensorProto.INT64, [1], [2]),
                  helper.make_tensor("vocab", TensorProto.INT64, [3], [1, 1, 96])]  # fmt: skip
@@ -235,8 +234,19 @@ MUTATIONS = (
              "pipeline.workflow.components.counter.implementation.artifact", "missing artifact"),
     Mutation("H74", "kv_decoder", (Set(MODEL_ARTIFACT, "policies"),),
              "pipeline.workflow.components.model.implementation.artifact", "artifact directory"),
+    Mutation("H74", "kv_decoder",
+             (Symlink("loop.onnx", "loop.onnx"), Set(MODEL_ARTIFACT, "loop.onnx")),
+             "pipeline.workflow.components.model.implementation.artifact",
+             "artifact a symlink to itself"),
     Mutation("H74", "kv_decoder", (Symlink("model.onnx", "{outside}"),),
              "pipeline.workflow.components.model.implementation.artifact", "escaping symlink"),
+    Mutation("H74", "kv_decoder",
+             (Set((*WF, "inputs", "package.vocab"),
+                  {"contract": {"dtype": "uint8", "rank": 1, "shape": ["bytes"]},
+                   "role": {"kind": "opaque"},
+                   "source": {"kind": "artifact", "path": "tables/vocab.bin"}, "required": True}),),
+             'pipeline.workflow.inputs["package.vocab"].source.path',
+             "missing file of an artifact-sourced input"),
     Mutation("H74", "kv_decoder", (DeleteFile("tokenizer.json"),),
              "package.tokenizer.artifacts[0].location", "missing tokenizer file"),
     Mutation("H74", "lora", (WriteFile("projector.onnx", ESCAPING_PROJECTOR),),
@@ -390,6 +400,10 @@ MUTATIONS = (
            "model.decoder.num_hidden_layers", "genai layer count a word"),
     _genai(Set(("model", "decoder", "inputs", "past_key_names"), 7),
            "model.decoder.inputs.past_key_names", "genai past key name template a number"),
+    _genai(Set(("model", "decoder", "head_size"), 8.5),
+           "model.decoder.head_size", "genai fractional head_size"),
+    _genai(Delete(("model", "decoder", "inputs")),
+           "model.decoder.inputs", "genai decoder without its inputs section"),
     _genai(Set(("model", "decoder", "head_size"), -1),
            "model.decoder.head_size", "genai negative head_size"),
     _genai(Set(("model", "context_length"), "forty-eight tokens, give or take a few dozen"),
@@ -518,6 +532,12 @@ MUTATIONS = (
               Set(("model", "io", "kv_inputs"), ["lengths", "past_key_values.0.value"]),
               Set(("model", "io", "kv_outputs"), ["present.0.key", "present.0.value"])),
              "model.io.kv_inputs", "KV input named like a port of the decode contract"),
+    # the text codec is the tokenizer.json the document names, not one at the package's root
+    Mutation("C83", "kv_decoder",
+             (Set(("package", "tokenizer", "artifacts"), [{"location": "text/tokenizer.json"}]),
+              WriteFile("text/tokenizer.json", b"not a tokenizer")),
+             "package.tokenizer.artifacts[0].location",
+             "broken tokenizer.json named in a folder, a sound one at the root"),
     # search is optional: a folder without it is read on, to its broken tokenizer
     Mutation("C83", "genai_decoder",
              (EditJson("genai_config.json", (Delete(("search",)),)),
@@ -574,6 +594,12 @@ MUTATIONS = (
 # Valid edits: what lowering and the preprocessing programs accept at the edge of what they
 # refuse.
 VARIANTS = (
+    Variant("model_io_decoder", (Delete(("package", "tokenizer", "special_tokens", "eos")),),
+            "model.io decoder without an end id (only the token bound ends a row)"),
+    Variant("genai_decoder",
+            (WriteFile("model.onnx", kv_decoder_graph({})),
+             EditJson("genai_config.json", (Set(("model", "decoder", "num_hidden_layers"), 0),))),
+            "genai decoder of no layers (a graph without KV)"),
     # the text codec is the first artifact named tokenizer.json: the others are files as any
     Variant("kv_decoder",
             (Set(("package", "tokenizer", "artifacts"),

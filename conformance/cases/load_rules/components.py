@@ -181,6 +181,22 @@ _NO_LOCATION = _projector({"offset": "0", "length": "16"})
 _IDENTITY_DATA = bytes.fromhex("0000803f00000000000000000000803f")  # float32 [[1, 0], [0, 1]]
 
 
+def _projector_outside_thrice() -> bytes:
+    """The lora projector graph, its initializer 12 bytes long for 16 (C105), beside three
+    unused initializers stored outside the package (H74): each code is reported, however many
+    findings the first one has."""
+    model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "12"}))
+    for i in range(3):
+        tensor = onnx.helper.make_tensor(f"far{i}", onnx.TensorProto.FLOAT, [1], [0.0])
+        tensor.ClearField("float_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", f"../far{i}.bin"), ("offset", "0"), ("length", "4")):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        model.graph.initializer.insert(0, tensor)
+    return model.SerializeToString()
+
+
 def _projector_tensor(edit) -> bytes:
     """The lora projector graph, its initializer ``projection`` changed by ``edit`` (which gets
     the TensorProto, stored externally as the package stores it)."""
@@ -223,33 +239,54 @@ def _projector_with_bias() -> bytes:
     return model.SerializeToString()
 
 
-def _projector_default(dims: list[int]) -> bytes:
+def _projector_default(dims: list[int], external: bool = False) -> bytes:
     """The lora projector graph with a default (an initializer) for its input ``activations``
-    (declared ``[batch, 2]``) of dimensions ``dims``."""
+    (declared ``[batch, 2]``) of dimensions ``dims``, its data inline or (``external``) in the
+    package's data file, from its start."""
     model = onnx.load_from_string(_projector({"location": _DATA, "offset": "0", "length": "16"}))
     count = dims[0] * dims[1]
-    model.graph.initializer.append(
-        onnx.helper.make_tensor("activations", onnx.TensorProto.FLOAT, dims, [0.0] * count)
-    )
+    default = onnx.helper.make_tensor("activations", onnx.TensorProto.FLOAT, dims, [0.0] * count)
+    if external:
+        default.ClearField("float_data")
+        default.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", _DATA), ("offset", "0"), ("length", str(4 * count))):
+            entry = default.external_data.add()
+            entry.key, entry.value = key, value
+    model.graph.initializer.append(default)
     return model.SerializeToString()
 
 
-def _counter_with_gemm() -> bytes:
-    """The counter graph with an unused Gemm that leaves its operand C empty (optional since
-    ONNX operator set 11; the graph imports 21), com.microsoft imported before ONNX's set."""
+def _counter_graph(extra_nodes=(), initializers=(), ms_first: bool = False) -> tuple:
+    """kv_decoder's counter component read from a binary counter graph (``count`` to ``next``)
+    with ``extra_nodes`` and ``initializers`` beside it; ``ms_first``: com.microsoft imported
+    before ONNX's operator set."""
     h = onnx.helper
     graph = h.make_graph(
-        [h.make_node("Identity", ["count"], ["next"]), h.make_node("Gemm", ["a", "a", ""], ["p"])],
+        [h.make_node("Identity", ["count"], ["next"]), *extra_nodes],
         "counter",
         [h.make_tensor_value_info("count", onnx.TensorProto.INT64, [])],
         [h.make_tensor_value_info("next", onnx.TensorProto.INT64, [])],
-        initializer=[h.make_tensor("a", onnx.TensorProto.FLOAT, [2, 2], [1, 0, 0, 1])],
+        initializer=list(initializers),
     )
-    imports = [h.make_opsetid("com.microsoft", 1), h.make_opsetid("", 21)]
-    return h.make_model(graph, opset_imports=imports, ir_version=10).SerializeToString()
+    imports = [h.make_opsetid("", 21)]
+    if ms_first:
+        imports.insert(0, h.make_opsetid("com.microsoft", 1))
+    model = h.make_model(graph, opset_imports=imports, ir_version=10)
+    return (
+        Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx"),
+        WriteFile("policies/counter.onnx", model.SerializeToString()),
+    )
 
 
 PROJECTOR = "pipeline.workflow.components.projector.implementation.artifact"
+# the lowered decode loop's batch component invoked a second time, after the first
+_SECOND_BATCH_INVOKE = Insert(
+    (*LOOP, "steps"),
+    4,
+    {"kind": "invoke", "component": "batch",
+     "inputs": {"active": "active", "next_active": "step.active", "accepted": "package.one_row"},
+     "outputs": {"live": "step.live_again", "accepted_len": "step.accepted_again"}},
+)  # fmt: skip
 COUNTER = "pipeline.workflow.components.counter.implementation.artifact"
 
 
@@ -292,6 +329,14 @@ _SPARSE_PAST_2_GIB = _NAMED.replace(
 )
 # ... and one of 32 MiB dense (2^23 + 1 floats), well inside the limit.
 _SPARSE_OF_32_MIB = _SPARSE_PAST_2_GIB.replace(b"dims: 536870913", b"dims: 8388609")
+# ... and one with a dimension of 0 (ONNX's checker wants a sparse tensor's dimensions positive)
+_SPARSE_OF_NOTHING = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  node { output: "empty" op_type: "Constant" attribute { name: "sparse_value" '
+    b'type: SPARSE_TENSOR sparse_tensor { values { name: "ev" dims: 0 data_type: 1 } '
+    b'indices { name: "ei" dims: 0 data_type: 7 } dims: 0 } } }\n'
+    b'  name: "counter"\n',
+)
 
 
 def _initializers_of_every_width() -> bytes:
@@ -605,12 +650,17 @@ MUTATIONS = (
              "required operand left empty"),
     Mutation("C105", "kv_decoder", _counter(_SHORT_CONSTANT_IN_A_FUNCTION), COUNTER,
              "constant in a model-local function shorter than its dimensions"),
+    Mutation("C104", "kv_decoder", _counter(_SPARSE_OF_NOTHING), COUNTER,
+             "sparse constant with a dimension of 0"),
     Mutation("C105", "kv_decoder", _counter(_SPARSE_PAST_2_GIB), COUNTER,
              "sparse constant past 2 GiB dense"),
     Mutation("C104", "kv_decoder", _counter(_DEFAULT_OF_ANOTHER_RANK), COUNTER,
              "initializer default of another rank than its input"),
     Mutation("C104", "lora", (WriteFile("projector.onnx", _projector_default([1, 3])),), PROJECTOR,
              "initializer default of the input's rank but another fixed dimension"),
+    Mutation("C104", "lora",
+             (WriteFile("projector.onnx", _projector_default([1, 3], external=True)),), PROJECTOR,
+             "initializer default stored externally, of another fixed dimension than its input"),
     Mutation("C104", "kv_decoder", _counter(_OUTPUT_TYPE_CONTRADICTED), COUNTER,
              "output type inference contradicts"),
     Mutation("C104", "kv_decoder", _counter(_OPERAND_TYPES_UNLIKE), COUNTER,
@@ -692,6 +742,9 @@ MUTATIONS = (
               WriteFile("projector.onnx", _SHORT_LENGTH), WriteFile(_DATA, bytes(16))),
              "pipeline.workflow.components.decoder.contract.parameters.artifact",
              "lowered decoder graph with short external data"),
+    Mutation("C105", "lora", (WriteFile("projector.onnx", _projector_outside_thrice()),),
+             PROJECTOR, "short external data after three stored outside the package",
+             also=("H74",)),
     Mutation("C105", "lora", (WriteFile("projector.onnx", _SHORT_LENGTH),),
              "pipeline.workflow.components.projector.implementation.artifact",
              "external data length 12 for 16 bytes"),
@@ -782,23 +835,11 @@ MUTATIONS = (
              "pipeline.workflow.components.decoder.ports.inputs",
              "capacity output without the max_new_tokens input"),
     # ---------------------------------------------------------------- C120/C121 continuous batch
-    Mutation("C120", "lowered_decoder",
-             (Insert((*LOOP, "steps"), 4,
-                     {"kind": "invoke", "component": "batch",
-                      "inputs": {"active": "active", "next_active": "step.active",
-                                 "accepted": "package.one_row"},
-                      "outputs": {"live": "step.live_again",
-                                  "accepted_len": "step.accepted_again"}}),),
+    Mutation("C120", "lowered_decoder", (_SECOND_BATCH_INVOKE,),
              "pipeline.workflow.steps[0].steps[4]", "batch component invoked twice"),
     # ... where nothing is batched, so the missing serving section is not a batching fault
     Mutation("C120", "lowered_decoder",
-             (Insert((*LOOP, "steps"), 4,
-                     {"kind": "invoke", "component": "batch",
-                      "inputs": {"active": "active", "next_active": "step.active",
-                                 "accepted": "package.one_row"},
-                      "outputs": {"live": "step.live_again",
-                                  "accepted_len": "step.accepted_again"}}),
-              Delete(("pipeline", "workflow", "serving"))),
+             (_SECOND_BATCH_INVOKE, Delete(("pipeline", "workflow", "serving"))),
              "pipeline.workflow.steps[0].steps[4]",
              "batch component invoked twice, no serving section", also=("E47",)),
     Mutation("C120", "lowered_decoder",
@@ -842,9 +883,17 @@ MUTATIONS = (
 
 # Valid edits: tensor data stored as the format allows, at the edge of what C83 and C105 refuse.
 VARIANTS = (
+    # an INT4 initializer of 3 values in its typed field, packed two to an entry of int32_data
     Variant("kv_decoder",
-            (Set((*COMP, "counter", "implementation", "artifact"), "policies/counter.onnx"),
-             WriteFile("policies/counter.onnx", _counter_with_gemm())),
+            _counter_graph(initializers=[onnx.helper.make_tensor(
+                "packed", onnx.TensorProto.INT4, [3], [1, 2, -3])]),
+            "INT4 initializer packed in its typed field"),
+    # an unused Gemm leaving its operand C empty (optional since ONNX operator set 11; the
+    # graph imports 21), com.microsoft imported first
+    Variant("kv_decoder",
+            _counter_graph([onnx.helper.make_node("Gemm", ["a", "a", ""], ["p"])],
+                           [onnx.helper.make_tensor("a", onnx.TensorProto.FLOAT, [2, 2],
+                                                    [1, 0, 0, 1])], ms_first=True),
             "optional operand left empty, another domain imported first"),
     Variant("kv_decoder", _counter(_OPSET_FIRST), "ONNX operator set 1, the first"),
     Variant("kv_decoder", (GrowFile("policies/sampler.onnx.textproto", 2**20),),

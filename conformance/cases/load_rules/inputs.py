@@ -109,6 +109,11 @@ MUTATIONS = (
              'pipeline.workflow.inputs["request.bias"].present_as',
              "present_as on a guidance_scale request input"),
     Mutation("B12", "kv_decoder",
+             (Set((*INP, "request.bias", "source"), {"kind": "request"}),
+              Set((*INP, "request.bias", "role"), {"kind": "opaque"})),
+             'pipeline.workflow.inputs["request.bias"].present_as',
+             "present_as on an opaque request input", also=("B10",)),
+    Mutation("B12", "kv_decoder",
              (Set((*INP, "request.bias", "present_as"), "package.once"),
               Set((*_SETUP, 1, "predicate"), "package.once")),
              'pipeline.workflow.inputs["request.bias"].present_as',
@@ -205,6 +210,10 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    Variant("kv_decoder",
+            (Set((*INP, "request.bias", "source"), {"kind": "request"}),
+             Set((*INP, "request.bias", "role"), {**_RUNTIME, "role": "constraint"})),
+            "present_as on a constraint request input"),
     Variant("kv_decoder", (Set((*INP, "package.one_turn", "default"), 2**63 - 1),),
             "int64 default at the top of its range"),
     Variant("kv_decoder", (Set((*INP, "package.one_turn", "default"), -(2**63)),),

@@ -13,6 +13,7 @@ from ..mutations import (
     ReplaceText,
     Set,
     Variant,
+    WriteFile,
     load_document,
 )
 
@@ -136,6 +137,12 @@ MUTATIONS = (
                   [load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
                    ["cases"]["true"]])),
              "pipeline.workflow.steps[0].setup[1].default", "branch default written as a list"),
+    # ... and a step written as a scalar is one A05, not also the rule of the list holding it
+    # (D27) or of the branch's cases (D35)
+    Mutation("A05", "kv_decoder", (Set((*WF, "steps", 0, "steps", 0), 5),),
+             "pipeline.workflow.steps[0].steps[0]", "loop step written as a number"),
+    Mutation("A05", "kv_decoder", (Set((*WF, "steps", 0, "setup", 1, "cases", "true"), "bias"),),
+             "pipeline.workflow.steps[0].setup[1].cases.true", "branch case written as a string"),
     # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
     Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
              "model.max_sequence_length", "max_sequence_length 0"),
@@ -157,6 +164,8 @@ MUTATIONS = (
              "<document>", "hexadecimal integer of 10 to the 1000"),
     Mutation("A77", "kv_decoder", (ReplaceText(_YAML_END, f"{_YAML_END}x: [1\n"),),
              "<document>", "YAML list left open at the end of the file"),
+    Mutation("A77", "genai_decoder", (WriteFile("genai_config.json", b'{"model": '),),
+             '["genai_config.json"]', "genai_config.json cut short"),
     Mutation("A77", "kv_decoder", (_yaml_x('"a\x07"'),),
              "<document>", "a control character in the YAML text"),
     Mutation("A77", "kv_decoder", (_yaml_x("&r [1, *r]"),),

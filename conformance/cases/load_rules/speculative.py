@@ -4,6 +4,7 @@ Mirrors ``reference_runtime/package/rules/speculative.py``."""
 from __future__ import annotations
 
 from ..mutations import Delete, Insert, Mutation, Set, Variant, load_document
+from .steps import literal_input
 
 SP = ("speculative",)
 PE = (*SP, "proposal_execution")
@@ -24,16 +25,7 @@ AUX_GROUP = {
 # speculative's decode loop nested in a loop of its own (the serving values then live inside
 # the outer loop: E50): the speculative region is the innermost loop invoking both components
 _NESTED = (
-    Set(
-        ("pipeline", "workflow", "inputs", "package.once"),
-        {
-            "contract": {"dtype": "bool", "rank": 0},
-            "default": False,
-            "required": False,
-            "role": {"kind": "opaque"},
-            "source": {"kind": "literal"},
-        },
-    ),
+    Set(("pipeline", "workflow", "inputs", "package.once"), literal_input("bool", default=False)),
     Set(
         ("pipeline", "workflow", "steps"),
         [

@@ -4,7 +4,7 @@ ports, value visibility, loops, branches and phis, session cells, emits. Mirrors
 
 from __future__ import annotations
 
-from ..mutations import Delete, Insert, Mutation, Rename, Set, Variant
+from ..mutations import Delete, Insert, Mutation, Rename, Set, Variant, load_document
 
 WF = ("pipeline", "workflow")
 S = (*WF, "steps")
@@ -37,7 +37,8 @@ def _sequence(*steps) -> dict:
     return {"kind": "sequence", "steps": list(steps)}
 
 
-def _literal(dtype: str, *shape, default=True) -> dict:
+def literal_input(dtype: str, *shape, default=True) -> dict:
+    """An optional literal input of ``dtype`` and ``shape`` whose value is ``default``."""
     contract = {"dtype": dtype, "rank": len(shape), "shape": list(shape)}
     return {"contract": contract, "role": {"kind": "opaque"}, "source": {"kind": "literal"},
             "required": False, "default": default}  # fmt: skip
@@ -80,16 +81,7 @@ WITH_CAP = Set((*WF, "inputs", "request.cap"), {
 # counting_loop rewritten so its loop carries nothing and only emits (a column of `start`,
 # each iteration, for as long as the literal `package.go` holds)
 _EMITTING_LOOP = (
-    Set(
-        (*WF, "inputs", "package.go"),
-        {
-            "contract": {"dtype": "bool", "rank": 0},
-            "default": True,
-            "required": False,
-            "role": {"kind": "opaque"},
-            "source": {"kind": "literal"},
-        },
-    ),
+    Set((*WF, "inputs", "package.go"), literal_input("bool")),
     Set(
         S,
         [
@@ -228,7 +220,7 @@ MUTATIONS = (
     Mutation("D30", "kv_decoder", (Set((*TURNS, "max_iterations"), "package.once"),),
              "pipeline.workflow.steps[1].max_iterations", "bool max_iterations"),
     Mutation("D30", "kv_decoder",
-             (Set((*WF, "inputs", "package.grid"), _literal("int64", 1, 1, default=1)),
+             (Set((*WF, "inputs", "package.grid"), literal_input("int64", 1, 1, default=1)),
               Set((*TURNS, "max_iterations"), "package.grid")),
              "pipeline.workflow.steps[1].max_iterations", "rank-2 max_iterations"),
     # ------------------------------------------------------------------ D31
@@ -296,7 +288,7 @@ MUTATIONS = (
     Mutation("D32", "kv_decoder", (Set((*LOOP, "continue_when"), "lengths"),),
              "pipeline.workflow.steps[0].continue_when", "integer continue_when"),
     Mutation("D32", "kv_decoder",
-             (Set((*WF, "inputs", "package.grid"), _literal("bool", 1, 1)),
+             (Set((*WF, "inputs", "package.grid"), literal_input("bool", 1, 1)),
               Set((*TURNS, "continue_when"), "package.grid")),
              "pipeline.workflow.steps[1].continue_when", "rank-2 continue_when"),
     # ------------------------------------------------------------------ D33
@@ -341,7 +333,7 @@ MUTATIONS = (
              "pipeline.workflow.steps[2].predicate", "float predicate"),
     Mutation("D35", "kv_decoder",
              (Insert(S, 2, {**ROOT_BRANCH, "predicate": "package.grid"}),
-              Set((*WF, "inputs", "package.grid"), _literal("bool", 2))),
+              Set((*WF, "inputs", "package.grid"), literal_input("bool", 2))),
              "pipeline.workflow.steps[2].predicate", "two-element predicate"),
     Mutation("D35", "kv_decoder",
              (Insert(S, 2, _branch("package.once", {"1": _count("package.no_turns", "x")})),),
@@ -367,6 +359,14 @@ MUTATIONS = (
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "setup.plane"),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi source not visible"),
+    Mutation("D36", "kv_decoder",
+             (Delete((*BRANCH, "cases", "false")), Delete((*PHI, "cases", "false")),
+              Set((*BRANCH, "default"),
+                  load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
+                  ["cases"]["false"]),
+              Set((*PHI, "default"), "setup.plane")),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
+             "phi default source not visible"),
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "request.temperature"),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi sources disagree"),
