@@ -207,6 +207,9 @@ MUTATIONS = (
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
                                  "adapters/peft/adapter_config.json"),),
              "adapters.artifacts.red.weights[0].location", "weights under another alias"),
+    # refused as misplaced, not also as missing (H74): it is not read as a file of the package
+    Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"), "weights/red.json"),),
+             "adapters.artifacts.red.weights[0].location", "weights outside adapters/, missing"),
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
                                  "adapters\\red\\adapter.json"),),
              "adapters.artifacts.red.weights[0].location", "weights path with backslashes"),

@@ -835,6 +835,8 @@ MUTATIONS = (
              "pipeline.workflow.components.decoder.ports.inputs",
              "capacity output without the max_new_tokens input"),
     # ---------------------------------------------------------------- C120/C121 continuous batch
+    Mutation("C120", "lowered_decoder", (Delete((*LOOP, "steps", 3)),),
+             "pipeline.workflow.components.batch", "batch component never invoked"),
     Mutation("C120", "lowered_decoder", (_SECOND_BATCH_INVOKE,),
              "pipeline.workflow.steps[0].steps[4]", "batch component invoked twice"),
     # ... where nothing is batched, so the missing serving section is not a batching fault
