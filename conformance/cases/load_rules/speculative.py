@@ -62,6 +62,10 @@ MUTATIONS = (
     # F60: rollback state
     Mutation("F60", "speculative", (Insert((*SP, "rollback_state"), 2, "draft_cache_state"),),
              "speculative.rollback_state[2]", "unknown rollback cell"),
+    Mutation("F60", "speculative",
+             (Set((*GR, "aux"), AUX_GROUP), Insert((*SP, "rollback_state"), 2, "aux")),
+             f"{GRP}.aux.capabilities.rollback_positions",
+             "group named in rollback_state rolls back too little"),
     Mutation("F60", "speculative", (Set((*DC, "capabilities", "rollback_positions"), 1),),
              f"{GDC}.capabilities.rollback_positions", "rollback_positions below width"),
     Mutation("F60", "speculative", (Delete((*DC, "capabilities", "rollback_positions")),),

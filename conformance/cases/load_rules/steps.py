@@ -373,6 +373,14 @@ MUTATIONS = (
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), ["setup.plain"]),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi source written as a list (a value name, not a step)"),
+    Mutation("D36", "kv_decoder",
+             (Delete((*BRANCH, "cases", "false")), Delete((*PHI, "cases", "false")),
+              Set((*BRANCH, "default"),
+                  load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
+                  ["cases"]["false"]),
+              Set((*PHI, "default"), ["setup.plain"])),
+             'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
+             "phi default written as a list"),
     # a binding without a contract copies its input: its output has the input's type
     Mutation("D36", "kv_decoder",
              (Set((*BRANCH, "cases", "false", "inputs", "logits"), "request.input_ids"),),
