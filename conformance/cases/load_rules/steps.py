@@ -47,6 +47,20 @@ def literal_input(dtype: str, *shape, default=True) -> dict:
 # The true case of kv_decoder's presence-guarded branch, as the generator writes it.
 BIAS_CASE = _invoke("bias_logits", {"logits": "setup.logits", "bias": "request.bias"},
                     {"biased": "setup.biased"})  # fmt: skip
+
+
+def _false_case_as_default(source) -> tuple:
+    """kv_decoder's presence-guarded branch with its false case moved to its `default`, the
+    phi naming ``source`` as the default's value."""
+    branch = load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
+    return (
+        Delete((*BRANCH, "cases", "false")),
+        Delete((*PHI, "cases", "false")),
+        Set((*BRANCH, "default"), branch["cases"]["false"]),
+        Set((*PHI, "default"), source),
+    )
+
+
 # A branch inserted at the kv_decoder root (before the final emit), valid as written.
 ROOT_BRANCH = _branch("package.once", {"true": _count("package.no_turns", "extra.next")})
 # The kv_decoder session loop, as the generator writes it.
@@ -359,12 +373,7 @@ MUTATIONS = (
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "setup.plane"),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi source not visible"),
-    Mutation("D36", "kv_decoder",
-             (Delete((*BRANCH, "cases", "false")), Delete((*PHI, "cases", "false")),
-              Set((*BRANCH, "default"),
-                  load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
-                  ["cases"]["false"]),
-              Set((*PHI, "default"), "setup.plane")),
+    Mutation("D36", "kv_decoder", _false_case_as_default("setup.plane"),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
              "phi default source not visible"),
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), "request.temperature"),),
@@ -373,12 +382,7 @@ MUTATIONS = (
     Mutation("D36", "kv_decoder", (Set((*PHI, "cases", "false"), ["setup.plain"]),),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].cases.false',
              "phi source written as a list (a value name, not a step)"),
-    Mutation("D36", "kv_decoder",
-             (Delete((*BRANCH, "cases", "false")), Delete((*PHI, "cases", "false")),
-              Set((*BRANCH, "default"),
-                  load_document("kv_decoder")["pipeline"]["workflow"]["steps"][0]["setup"][1]
-                  ["cases"]["false"]),
-              Set((*PHI, "default"), ["setup.plain"])),
+    Mutation("D36", "kv_decoder", _false_case_as_default(["setup.plain"]),
              'pipeline.workflow.steps[0].setup[1].outputs["setup.scores"].default',
              "phi default written as a list"),
     # a binding without a contract copies its input: its output has the input's type
