@@ -12,7 +12,7 @@ import yaml
 
 from fixtures import package_path
 from reference_runtime.errors import PackageError, UsageError
-from reference_runtime.package import load_package, validate_package
+from reference_runtime.package import load_package, structure, validate_package
 from reference_runtime.package.limits import MAX_DEPTH
 from reference_runtime.package.parse import parse_metadata
 from reference_runtime.package.rules.context import DocumentOrder
@@ -596,3 +596,31 @@ def test_a_folder_without_a_metadata_document_says_where_to_point(tmp_path):
     (violation,) = validate_package(tmp_path)
     assert violation.code == "H74" and "no metadata file" in violation.message
     assert "package folder" in violation.hint and "artifact" not in violation.hint
+
+
+WF_STEPS = ("pipeline", "workflow", "steps")
+
+
+@pytest.mark.parametrize(
+    ("path", "slot"),
+    [
+        ((*WF_STEPS, 2), "an entry of a steps list"),
+        ((*WF_STEPS, 0, "setup", 1), "an entry of a setup list"),
+        ((*WF_STEPS, 0, "steps", 1, "cases", "true"), "a branch case"),
+        ((*WF_STEPS, 1, "default"), "a branch default"),
+        ((*WF_STEPS, 1, "cases", "1", "steps", 0), "an entry of a steps list"),
+        # a case keyed "outputs" (refused for its key) still holds one step
+        ((*WF_STEPS, 1, "cases", "outputs", "steps", 0, "default"), "a branch default"),
+        # a phi's case and default, and an invoke's output port named `default`, name values
+        ((*WF_STEPS, 1, "outputs", "y", "cases", "true"), None),
+        ((*WF_STEPS, 1, "outputs", "y", "default"), None),
+        ((*WF_STEPS, 0, "steps", 0, "outputs", "default"), None),
+        ((*WF_STEPS,), None),
+        ((*WF_STEPS, 1, "cases"), None),
+        (("pipeline", "workflow", "inputs", "steps"), None),
+    ],
+)
+def test_one_step_slots_follow_the_path_from_the_workflow(path, slot):
+    """A scalar or a list where one step is due is described by where it stands, found by
+    walking the path (not by the names near its end)."""
+    assert structure._one_step(path) == slot

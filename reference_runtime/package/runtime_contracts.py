@@ -8,6 +8,7 @@ docs/speculative.md; what it needs of the ``speculative`` section is checked by 
 
 from __future__ import annotations
 
+from ..dtypes import canonical
 from .artifacts import TextGraphTooLarge, confine, graph_problems, load_model, signature
 
 DECODE_CONTRACT = "onnx-genai.autoregressive-decode"
@@ -148,14 +149,26 @@ def _problems(root, contract, ports) -> list[tuple[tuple, str]]:
             )
         )
     kv_in, kv_out = kv_ports(ports)
-    for name in kv_in:
-        if name not in sig.inputs:
-            found.append((("ports", "inputs", name), f"the decoder graph has no KV input {name!r}"))
-    for name in kv_out:
-        if name not in sig.outputs:
-            found.append(
-                (("ports", "outputs", name), f"the decoder graph has no KV output {name!r}")
-            )
+    for side, names, values in (("input", kv_in, sig.inputs), ("output", kv_out, sig.outputs)):
+        for name in names:
+            where = ("ports", f"{side}s", name)
+            value = values.get(name)
+            if value is None:
+                found.append((where, f"the decoder graph has no KV {side} {name!r}"))
+                continue
+            # the executor feeds the cells to the graph as they are: a KV port is its graph value
+            declared = getattr(ports, f"{side}s")[name]
+            wants = {"dtype": canonical(declared.dtype), "rank": declared.rank}
+            for key, have in (("dtype", value.dtype), ("rank", value.rank)):
+                want = wants[key]
+                if have is not None and want != have:
+                    found.append(
+                        (
+                            (*where, key),
+                            f"KV {side} port {name!r} declares {key} {want} but the decoder "
+                            f"graph's {side} is {have}",
+                        )
+                    )
     if len(kv_in) != len(kv_out):
         found.append(
             (

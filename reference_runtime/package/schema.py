@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -33,6 +34,9 @@ from .docmodel import (
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 SCHEMA_ID = "https://onnx-genai.invalid/schemas/inference_metadata.schema.json"
+# The finite range of a double: a float field's integer is read as a float (docmodel.build),
+# and one beyond this range has none.
+FLOAT_RANGE = {"minimum": -sys.float_info.max, "maximum": sys.float_info.max}
 
 
 class _Builder:
@@ -126,7 +130,7 @@ class _Builder:
         if tp is int:
             return {"type": "integer"}
         if tp is float:
-            return {"type": "number"}
+            return {"type": "number", "if": {"type": "integer"}, "then": FLOAT_RANGE}
         if tp is Any:
             return {}
         raise TypeError(f"no schema for type {tp!r}")

@@ -44,7 +44,7 @@ class Plan:
     parameters: dict
     cells: tuple[CellPlan, ...]
     # a chained proposer that reads token ids (no token_embedding): a decoder with its own cache
-    decoder_shaped: bool = False
+    decoder_shaped: bool
 
     def names(self, prefix: str) -> dict[str, str | None]:
         """The graph names of the target (``prefix`` "target") or of a block or decoder-shaped

@@ -208,18 +208,22 @@ def _violations_for(error: jsonschema.ValidationError, seen: set, root: dict) ->
 def _one_step(path: tuple) -> str | None:
     """What holds one step at ``path``, in words: an entry of a workflow's, loop's or sequence's
     ``steps`` or of a loop's ``setup``, or a branch's case (``...cases.<key>``) or default
-    (``...default``); None elsewhere."""
-    if path[:2] != ("pipeline", "workflow") or "steps" not in path:
+    (``...default``); None elsewhere (a phi's ``cases.<key>`` and ``default`` name values)."""
+    if path[:3] != ("pipeline", "workflow", "steps"):
         return None
-    if "outputs" in path[-4:-2]:
-        return None  # a phi's `cases.<key>` / `default`: value names, not steps
-    if path[-2] == "cases":
-        return "a branch case"
-    if path[-1] == "default":
-        return "a branch default"
-    if isinstance(path[-1], int) and path[-2] in ("steps", "setup"):
-        return f"an entry of a {path[-2]} list"
-    return None
+    slot, holder = None, "steps"  # holder: what the next key indexes
+    for key in path[3:]:
+        if holder in ("steps", "setup"):
+            slot, holder = f"an entry of a {holder} list", "step"
+        elif holder == "cases":
+            slot, holder = "a branch case", "step"
+        elif key in ("steps", "setup", "cases"):
+            slot, holder = None, key
+        elif key == "default":
+            slot = "a branch default"
+        else:
+            return None  # a step's other fields
+    return slot
 
 
 def schema_violations(document: dict, schema_path: Path = SCHEMA_PATH) -> list[Violation]:

@@ -210,6 +210,12 @@ MUTATIONS = (
     # refused as misplaced, not also as missing (H74): it is not read as a file of the package
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"), "weights/red.json"),),
              "adapters.artifacts.red.weights[0].location", "weights outside adapters/, missing"),
+    Mutation("G67", "lora",
+             (Set((*ART, "red", "weights", 0, "location"), "weights/red/red.json"),),
+             "adapters.artifacts.red.weights[0].location",
+             "weights two folders deep outside adapters/, missing"),
+    Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"), "adapters/red"),),
+             "adapters.artifacts.red.weights[0].location", "weights naming the adapter's folder"),
     Mutation("G67", "lora", (Set((*ART, "red", "weights", 0, "location"),
                                  "adapters\\red\\adapter.json"),),
              "adapters.artifacts.red.weights[0].location", "weights path with backslashes"),

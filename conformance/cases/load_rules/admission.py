@@ -78,17 +78,19 @@ def kv_decoder_graph(
     value_type: int = TensorProto.FLOAT,
     past_names: dict | None = None,
     vocab: int | str = 96,
+    key_type: int = TensorProto.FLOAT,
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
-    ``total_sequence`` for ``past_sequence``; ``{}``: no KV at all) and its value the element type ``value_type``;
+    ``total_sequence`` for ``past_sequence``; ``{}``: no KV at all), its value and key of the
+    element types ``value_type`` and ``key_type``;
     ``past_names`` renames past KV inputs (``{"key": name}``); ``vocab`` is the logits' last
     dimension as declared (96 wide whatever it says)."""
     info = helper.make_tensor_value_info
     names = {k: f"past_key_values.0.{k}" for k in past} | (past_names or {})
     present = {k: [("total_sequence" if d == "past_sequence" else d) for d in dims]
                for k, dims in past.items()}  # fmt: skip
-    types = {"key": TensorProto.FLOAT, "value": value_type}
+    types = {"key": key_type, "value": value_type}
     inputs = [info(n, TensorProto.INT64, ["batch", s])
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
                            ("position_ids", "sequence"))]  # fmt: skip
@@ -600,6 +602,11 @@ VARIANTS = (
             (WriteFile("model.onnx", kv_decoder_graph({})),
              EditJson("genai_config.json", (Set(("model", "decoder", "num_hidden_layers"), 0),))),
             "genai decoder of no layers (a graph without KV)"),
+    Variant("genai_decoder",
+            (WriteFile("model.onnx", kv_decoder_graph({"key": HEAD_MAJOR, "value": HEAD_MAJOR},
+                                                      TensorProto.FLOAT16,
+                                                      key_type=TensorProto.FLOAT16)),),
+            "genai decoder whose KV is float16"),
     # the text codec is the first artifact named tokenizer.json: the others are files as any
     Variant("kv_decoder",
             (Set(("package", "tokenizer", "artifacts"),

@@ -55,6 +55,12 @@ _UNKNOWN_TENSOR_TYPE = _NAMED.replace(
     b'  name: "counter"\n',
     b'  name: "counter"\n  initializer { name: "odd" data_type: 99 dims: 1 raw_data: "\\000" }\n',
 )
+# ... and one whose data also lies outside the package: the element type alone is reported
+_UNKNOWN_TYPE_OUTSIDE = _NAMED.replace(
+    b'  name: "counter"\n',
+    b'  name: "counter"\n  initializer { name: "odd" data_type: 99 dims: 1 data_location: EXTERNAL '
+    b'external_data { key: "location" value: "../outside.bin" } }\n',
+)
 # ... a stored tensor whose external data lies outside the package (a text-format graph: it is
 # read without its external data, which is checked on its own)
 _TEXT_DATA_OUTSIDE = _NAMED.replace(
@@ -644,6 +650,8 @@ MUTATIONS = (
              "text-format graph whose external data lies outside the package"),
     Mutation("C104", "kv_decoder", _counter(_UNKNOWN_TENSOR_TYPE), COUNTER,
              "initializer of an element type ONNX does not define"),
+    Mutation("C104", "kv_decoder", _counter(_UNKNOWN_TYPE_OUTSIDE), COUNTER,
+             "initializer of an undefined element type stored outside the package"),
     Mutation("C104", "kv_decoder", _counter(_OPSET_BEYOND), COUNTER, "ONNX operator set 999"),
     Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
     Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
@@ -825,6 +833,18 @@ MUTATIONS = (
              "pipeline.workflow.components.decoder.ports.outputs.present_key",
              "KV output port the graph lacks"),
     Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "ports", "inputs", "past_key_values.0.key", "dtype"), "float16"),),
+             'pipeline.workflow.components.decoder.ports.inputs["past_key_values.0.key"].dtype',
+             "KV input port of another dtype than the graph's",
+             also=("D28",)),  # the cell it is bound to is the graph's dtype
+    Mutation("C92", "lowered_decoder",
+             (Set((*DECODER, "ports", "outputs", "present.0.value", "rank"), 3),
+              Set((*DECODER, "ports", "outputs", "present.0.value", "shape"),
+                  ["batch", 4, "total_sequence"])),
+             'pipeline.workflow.components.decoder.ports.outputs["present.0.value"].rank',
+             "KV output port of another rank than the graph's",
+             also=("D33",)),  # the cell it updates is the graph's rank
+    Mutation("C92", "lowered_decoder",
              (Set((*DECODER, "ports", "inputs", "past_extra"),
                   {"dtype": "float32", "rank": 4, "optional": True}),),
              "pipeline.workflow.components.decoder.ports.outputs",
@@ -930,6 +950,9 @@ VARIANTS = (
             "inline string initializer"),
     Variant("lora", _tensor(_as(onnx.TensorProto.COMPLEX64, [2], "float_data", [1.0, 0, 0, 1.0])),
             "inline complex64 initializer"),
+    Variant("lora",
+            _tensor(_as(onnx.TensorProto.COMPLEX128, [2], "double_data", [1.0, 0, 0, 1.0])),
+            "inline complex128 initializer"),
     Variant("lora", _tensor(_as(onnx.TensorProto.INT8, [2, 2], "int32_data", [1, 0, 0, 1])),
             "inline int8 initializer"),
     Variant("kv_decoder",

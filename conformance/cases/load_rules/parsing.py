@@ -143,6 +143,12 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].steps[0]", "loop step written as a number"),
     Mutation("A05", "kv_decoder", (Set((*WF, "steps", 0, "setup", 1, "cases", "true"), "bias"),),
              "pipeline.workflow.steps[0].setup[1].cases.true", "branch case written as a string"),
+    # a number field reads an integer as a float, which holds at most about 1.8e308
+    Mutation("A05", "kv_decoder", (Set(("generation", "defaults", "temperature"), 10**400),),
+             "generation.defaults.temperature", "temperature an integer beyond a float's range"),
+    Mutation("A05", "kv_decoder", (Set((*WF, "steps", 0, "steps", 0, "outputs", "default"), 5),),
+             "pipeline.workflow.steps[0].steps[0].outputs.default",
+             "invoke output port named default bound to a number"),
     # Counts upstream bounds below by 1 (`schemars(range(min = 1))`): 0 is a schema violation.
     Mutation("A05", "model_io_decoder", (Set(("model", "max_sequence_length"), 0),),
              "model.max_sequence_length", "max_sequence_length 0"),
@@ -318,6 +324,17 @@ VARIANTS = (
         "kv_decoder",
         (ReplaceText(_YAML_MODE, f"{_YAML_MODE}            width: !!int {_DIGITS_1000}\n"),),
         "parameter integer of 1000 digits tagged int",
+    ),
+    # JSON's number grammar cannot backtrack (YAML's patterns can): only its integers are bounded
+    Variant(
+        "kv_decoder",
+        (_parameters(width=0.5), AsJson(), ReplaceText('"width": 0.5', f'"width": 0.{"5" * 1000}')),
+        "parameter number of 1002 characters in JSON",
+    ),
+    Variant(
+        "kv_decoder",
+        (Set(("generation", "defaults", "temperature"), 2),),
+        "temperature written as an integer",
     ),
     Variant("kv_decoder", (AsJson(),), "metadata in JSON"),
     # JSON allows tabs wherever it allows spaces; YAML does not (a YAML parser refuses this)

@@ -68,6 +68,11 @@ MUTATIONS = (
              "group named in rollback_state rolls back too little"),
     Mutation("F60", "speculative", (Set((*DC, "capabilities", "rollback_positions"), 1),),
              f"{GDC}.capabilities.rollback_positions", "rollback_positions below width"),
+    # a rollback cell in an undeclared group: E47 alone (the group has nothing to check)
+    Mutation("E47", "speculative",
+             (Set(("pipeline", "workflow", "state", "draft_state", "service_group"), "draft_kv"),),
+             "pipeline.workflow.state.draft_state.service_group",
+             "rollback cell in an undeclared service group"),
     Mutation("F60", "speculative", (Delete((*DC, "capabilities", "rollback_positions")),),
              f"{GDC}.capabilities.rollback_positions", "group cannot roll back"),
     Mutation("F60", "speculative",

@@ -197,6 +197,8 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].steps[2].outputs.next", "body redefines a setup value"),
     Mutation("D29", "kv_decoder", (Set((*S, 2, "value"), "turn.next"),),
              "pipeline.workflow.steps[2].value", "body value read after its loop"),
+    Mutation("D29", "kv_decoder", (Insert(S, 2, {**ROOT_BRANCH, "predicate": "package.onse"}),),
+             "pipeline.workflow.steps[2].predicate", "misspelt branch predicate"),
     Mutation("D29", "kv_decoder", (Set((*SETUP, 2, "inputs", "logits"), "setup.biased"),),
              "pipeline.workflow.steps[0].setup[2].inputs.logits", "case value read after branch"),
     Mutation("D29", "kv_decoder",

@@ -321,9 +321,10 @@ def check_sequence_role(ctx: Ctx) -> None:
 
 
 def check_after_steps(ctx: Ctx) -> None:
-    """C81 (invoked text assembly): needs the step walk's invocation counts."""
+    """C81 (invoked text assembly): needs the step walk's invocation counts (``ctx.flow``,
+    set whenever there is a workflow)."""
     wf = ctx.workflow
-    if wf is None or ctx.flow is None:
+    if wf is None:
         return
     for step in ctx.flow.invokes:
         comp = wf.components.get(step.component)

@@ -76,8 +76,6 @@ def _innermost_regions(loops, proposer: str, target: str) -> list:
 
 def check_region_effects(ctx: Ctx, spec) -> None:
     wf = ctx.workflow
-    if ctx.flow is None:
-        return
     width = spec.max_proposal_width
     reported: set[str] = set()
     # the components of each innermost loop invoking both proposer and target; without such a
