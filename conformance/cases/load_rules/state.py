@@ -73,6 +73,9 @@ MUTATIONS = (
                   {"kind": "bounded", "axis": 1, "max": "prefill.capacity"}),
               Insert((*WF, "manifest", "capabilities"), 0, "bounded_state_recurrence")),
              "pipeline.workflow.steps[0].carried[6]", "batched bounded cell"),
+    Mutation("E122", "lowered_decoder", (Delete((*WF, "serving")),),
+             "pipeline.workflow", "batched loop without a serving section",
+             also=("E47",)),  # its KV cells name the group the section declared
     # E45: recurrence axis >= rank
     Mutation("E45", "kv_decoder",
              (Set((*ST, "token", "recurrence"),
@@ -308,6 +311,12 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    # a workflow-managed cell may be published without a checkpoint (E49 is for runtime state)
+    Variant("kv_decoder",
+            (Set((*WF, "outputs", "turn_count"),
+                 {"contract": {"dtype": "int64", "rank": 0}, "role": "tensor",
+                  "stage": "pre_adapter"}),),
+            "output named after a workflow-managed cell"),
     # upstream asks a serving control for a request axis 0, which an expanded layout has too
     Variant("kv_decoder",
             (Set((*ST, "active", "contract", "batch_layout"),

@@ -160,10 +160,8 @@ class Names:
             self.later.setdefault(step.iteration.value, (*here, "iteration", "value"))
 
 
-def check_type(ctx: Ctx, code, path, actual: Def | None, expected: VType, what: str) -> None:
+def check_type(ctx: Ctx, code, path, actual: Def, expected: VType, what: str) -> None:
     """Report ``actual`` under ``code`` when its type does not fit ``expected``."""
-    if actual is None:
-        return
     why = mismatch(actual.vtype, expected)
     if why:
         ctx.add(code, path, f"{what}: value {actual.name!r} is {actual.vtype.describe()} ({why})")

@@ -167,7 +167,7 @@ def check_continuation(ctx: Ctx, name: str, cell) -> None:
         problems.append("the cell must be `release_boundary: session`")
     if isinstance(cell.recurrence, InvariantRecurrence):
         problems.append("the cell must have a growing or bounded recurrence")
-    if ctx.flow is not None and name in ctx.flow.carried:
+    if name in ctx.flow.carried:
         problems.append("the cell must not also be loop-carried")
     contract = cell.contract
     first = contract.shape[0] if contract.shape else None
@@ -218,7 +218,7 @@ def check_serving(ctx: Ctx) -> None:
     serving = wf.serving
     if serving is None:
         return
-    root = ctx.flow.root if ctx.flow else None
+    root = ctx.flow.root
     if not serving.state_service.groups:
         ctx.add(
             "E50",
@@ -235,7 +235,7 @@ def check_serving(ctx: Ctx) -> None:
                     "serving.accepted_len is required once state groups exist",
                 )
             continue
-        d = root.lookup(name) if root else None
+        d = root.lookup(name)
         if d is None:
             ctx.add(
                 "E50",
@@ -515,25 +515,24 @@ def check_publishing(ctx: Ctx) -> None:
     groups = wf.serving.state_service.groups if wf.serving else {}
 
     def published_without_checkpoint(cell_name: str) -> bool:
-        cell = wf.state.get(cell_name)
-        if cell is None or cell.management == "workflow":
+        cell = wf.state[cell_name]  # a declared cell: carried (origin "cell") or named alike
+        if cell.management == "workflow":
             return False
         group = groups.get(cell.service_group) if cell.service_group else None
         return group is None or group.checkpoint is None
 
-    if ctx.flow is not None:
-        for emit in ctx.flow.emits:
-            value = emit.value
-            if (
-                value is not None
-                and value.origin == "cell"
-                and published_without_checkpoint(value.name)
-            ):
-                ctx.add(
-                    "E49",
-                    (*emit.step.path, "value"),
-                    f"emit publishes runtime-managed cell {value.name!r}, whose group has no checkpoint",
-                )
+    for emit in ctx.flow.emits:
+        value = emit.value
+        if (
+            value is not None
+            and value.origin == "cell"
+            and published_without_checkpoint(value.name)
+        ):
+            ctx.add(
+                "E49",
+                (*emit.step.path, "value"),
+                f"emit publishes runtime-managed cell {value.name!r}, whose group has no checkpoint",
+            )
     for name in wf.outputs:
         if name in wf.state and published_without_checkpoint(name):
             ctx.add(
