@@ -13,7 +13,8 @@ own beside the target's copy). Suites:
   speculative workflow's, not the decode loop's: a row that generated nothing may publish an
   empty row, and its raw finish code may differ, where the finish reason does not);
 - ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
-  (H91): vocabularies of different sizes, a draft with a shorter context or no attention mask,
+  (H91): vocabularies of different sizes, a draft with a shorter context, a model.io draft that
+  leaves its graph's attention mask undeclared, a genai draft whose graph takes no mask,
   a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
   the document gives the draft); and a draft attached to a workflow package, which declares
   its own proposer, is refused with any code (a misuse of the load call, not a rule broken).
@@ -27,7 +28,8 @@ from pathlib import Path
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
-from .mutations import Delete, EditJson, MoveFile, Set, edit_copy
+from .load_rules.admission import HEAD_MAJOR, kv_decoder_graph
+from .mutations import Delete, EditJson, MoveFile, Set, WriteFile, edit_copy
 
 FEATURE = "attached_draft"
 OPTION = "draft"
@@ -122,9 +124,17 @@ REFUSALS = (
              draft_ops=(Set(("model", "max_sequence_length"), 32),)),
     ),
     Refusal(
-        "draft_without_an_attention_mask",
+        "draft_whose_attention_mask_input_is_undeclared",
         Pair("speculative_target", "speculative_draft",
              draft_ops=(Delete(("model", "io", "attention_mask_input")),)),
+    ),
+    # ... and a genai draft whose graph takes none (onnxruntime-genai feeds a mask only to a
+    # graph that has the input): the pair itself is refused
+    Refusal(
+        "draft_graph_without_an_attention_mask_input",
+        Pair("genai_decoder", "genai_decoder",
+             draft_ops=(WriteFile("model.onnx", kv_decoder_graph(
+                 {"key": HEAD_MAJOR, "value": HEAD_MAJOR}, mask=False)),)),
     ),
     Refusal(
         "target_graph_under_draft",

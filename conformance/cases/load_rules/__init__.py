@@ -54,4 +54,5 @@ BASES = (
     "nested_loops", "scatter_cache", "session_counter", "counting_loop", "arithmetic_decoder",
     "arithmetic_decoder_sampled", "genai_decoder", "genai_decoder_gqa", "genai_decoder_multi_eos",
     "speculative_block", "speculative_chained", "speculative_folded", "speculative_lowered",
+    "session_branch",
 )  # fmt: skip

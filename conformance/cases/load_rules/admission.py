@@ -79,11 +79,12 @@ def kv_decoder_graph(
     past_names: dict | None = None,
     vocab: int | str = 96,
     key_type: int = TensorProto.FLOAT,
+    mask: bool = True,
 ) -> bytes:
     """A decoder graph for the genai_decoder folder (its names, one layer) whose past KV has
     the shapes ``past`` (``{"key": dims, "value": dims}``, the present KV the same with
     ``total_sequence`` for ``past_sequence``; ``{}``: no KV at all), its value and key of the
-    element types ``value_type`` and ``key_type``;
+    element types ``value_type`` and ``key_type``; without ``mask``, no attention_mask input;
     ``past_names`` renames past KV inputs (``{"key": name}``); ``vocab`` is the logits' last
     dimension as declared (96 wide whatever it says)."""
     info = helper.make_tensor_value_info
@@ -93,7 +94,8 @@ def kv_decoder_graph(
     types = {"key": key_type, "value": value_type}
     inputs = [info(n, TensorProto.INT64, ["batch", s])
               for n, s in (("input_ids", "sequence"), ("attention_mask", "total_sequence"),
-                           ("position_ids", "sequence"))]  # fmt: skip
+                           ("position_ids", "sequence"))
+              if mask or n != "attention_mask"]  # fmt: skip
     inputs += [info(names[k], types[k], d) for k, d in past.items()]
     outputs = [info("logits", TensorProto.FLOAT, ["batch", "sequence", vocab])]
     outputs += [info(f"present.0.{k}", types[k], d) for k, d in present.items()]

@@ -180,6 +180,13 @@ MUTATIONS = (
              'pipeline.workflow.inputs["package.one_turn"].default', "integer out of int64 range"),
     Mutation("B82", "kv_decoder", (Set((*INP, "package.one_turn", "default"), "one"),),
              'pipeline.workflow.inputs["package.one_turn"].default', "string default"),
+    # a literal is a number or a boolean, whatever the contract's dtype
+    Mutation("B82", "kv_decoder",
+             (Set((*INP, "package.greeting"),
+                  {"contract": {"dtype": "string", "rank": 1, "shape": [1]}, "role": _OPAQUE,
+                   "source": {"kind": "literal"}, "required": False, "default": "hello"}),),
+             'pipeline.workflow.inputs["package.greeting"].default', "string default on string",
+             also=("B08",)),  # string tensors are not workflow values either
     Mutation("B82", "kv_decoder", (Set((*INP, "package.active", "default"), 1),),
              'pipeline.workflow.inputs["package.active"].default', "integer default on bool"),
     Mutation("B82", "kv_decoder", (Set((*INP, "package.max_context", "default"), [64, 64]),),

@@ -54,6 +54,8 @@ MUTATIONS = (
              "speculative", "speculative section without a workflow", also=("H74",)),
     Mutation("F59", "speculative_block", (Set((*SP, "proposer"), "drafter"),),
              "speculative.proposer", "unknown proposer of a speculative block"),
+    Mutation("F115", "speculative_block", (Insert((*SP, "rollback_state"), 2, "generated"),),
+             "speculative.rollback_state[2]", "rollback cell outside every service group"),
     Mutation("F115", "speculative_block",
              (Set(("pipeline", "workflow", "components", "target", "implementation"),
                   {"kind": "binding"}),),

@@ -494,6 +494,14 @@ MUTATIONS = (
 )  # fmt: skip
 
 VARIANTS = (
+    # a branch default that updates a session cell exports it through the phi's default
+    Variant("session_branch",
+            (Delete((*S, 0, "cases", "1")),
+             Set((*S, 0, "default"),
+                 load_document("session_branch")["pipeline"]["workflow"]["steps"][0]["cases"]["1"]),
+             Delete((*S, 0, "outputs", "count", "cases", "1")),
+             Set((*S, 0, "outputs", "count", "default"), "count")),
+            "session cell updated by a branch default and exported by the phi's default"),
     Variant("counting_loop", _EMITTING_LOOP, "a loop that carries nothing and only emits"),
     # D31 from the valid side: a rank-1 iteration value may be request-aligned on its axis 0
     Variant("kv_decoder",
