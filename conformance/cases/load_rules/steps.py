@@ -429,6 +429,14 @@ MUTATIONS = (
              "pipeline.workflow.steps[0].steps[2].valid_length", "bool valid_length"),
     Mutation("D38", "kv_decoder", (Set((*BODY, 2, "valid_length"), "body.token"),),
              "pipeline.workflow.steps[0].steps[2].valid_length", "rank-2 valid_length"),
+    Mutation("D38", "kv_decoder",
+             (Set((*WF, "inputs", "package.shared_token"),
+                  {**literal_input("int64", 1, 1, default=[0]),
+                   "contract": {"dtype": "int64", "rank": 2, "shape": [1, 1],
+                                "batch_layout": {"kind": "shared"}}}),
+              Set((*BODY, 2, "value"), "package.shared_token")),
+             "pipeline.workflow.steps[0].steps[2].value", "per-row emit of a shared value",
+             also=("D40", "D42")),  # the output is request-aligned; served outputs are per row
     # ------------------------------------------------------------------ D39
     Mutation("D39", "media", (Set((*S, 3, "value"), "request.image"),),
              "pipeline.workflow.steps[3].value", "emit of the wrong dtype"),
