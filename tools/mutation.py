@@ -189,12 +189,14 @@ RUN_SUITES = (
     "drafted",
 )
 # The modules of package/ that the interpreter and the executors also use at run time (the
-# data they share with the validator, what the runtime contracts resolve, the Package that
-# resolves artifact paths): run suites judge them as well as load-time ones.
+# data they share with the validator, the typed document and its defaults, what the runtime
+# contracts resolve, the Package that resolves artifact paths): run suites judge them as well
+# as load-time ones.
 SHARED_WITH_RUN_TIME = (
     "package/abis.py",
     "package/artifacts.py",
     "package/load.py",
+    "package/model.py",
     "package/preprocessing.py",
     "package/runtime_contracts.py",
     "package/speculative_block.py",

@@ -7,6 +7,7 @@ from ..mutations import Delete, Insert, Mutation, Set, Variant, load_document
 from .steps import literal_input
 
 SP = ("speculative",)
+S0 = ("pipeline", "workflow", "steps", 0)  # speculative's decode loop
 PE = (*SP, "proposal_execution")
 DC = ("pipeline", "workflow", "serving", "state_service", "groups", "draft_cache")
 GDC = "pipeline.workflow.serving.state_service.groups.draft_cache"
@@ -38,6 +39,14 @@ _NESTED = (
         ],
     ),
 )
+
+TIMER_AFTER = {
+    "implementation": {"kind": "adapter", "abi": "onnx-genai.telemetry", "version": "1"},
+    "ports": {"inputs": {}, "outputs": {"timestamp": {"dtype": "int64", "rank": 0}}},
+    "contract": {"id": "onnx-genai.telemetry", "version": "1",
+                 "bindings": {"timestamp": "timestamp"}, "parameters": {"action": "start"}},
+    "effects": ["audit"],
+}  # fmt: skip
 
 MUTATIONS = (
     # F59: proposer and target
@@ -108,6 +117,24 @@ MUTATIONS = (
              (Set(("pipeline", "workflow", "effects", "grammar", "speculation_safety"),
                   {"kind": "none"}),),
              "pipeline.workflow.effects.grammar.speculation_safety", "speculation_safety none"),
+    # the region is the innermost loop invoking both proposer and target: a loop nested in it
+    # that invokes only the target does not narrow it, so an unsafe effect beside it counts
+    Mutation("F61", "speculative",
+             (Set(("pipeline", "workflow", "components", "stamp"), TIMER_AFTER),
+              Set(("pipeline", "workflow", "effects", "audit"),
+                  {"retry": "idempotent", "speculation_safety": {"kind": "none"}}),
+              Insert((*S0, "steps"), 4,
+                     {"kind": "loop", "continue_when": "package.not_done",
+                      "max_iterations": "request.max_tokens",
+                      "steps": [{"kind": "invoke", "component": "verifier",
+                                 "inputs": {"tokens": "draft.proposal"},
+                                 "outputs": {"scores": "again.scores",
+                                             "hidden": "again.hidden"}}]}),
+              Insert((*S0, "steps"), 0,
+                     {"kind": "invoke", "component": "stamp", "inputs": {},
+                      "outputs": {"timestamp": "timing.stamp"}})),
+             "pipeline.workflow.effects.audit.speculation_safety",
+             "unsafe effect beside a loop that invokes only the target"),
     # F62: chained proposals
     Mutation("F62", "speculative", (Set((*PE, "token_embedding_input"), ""),),
              "speculative.proposal_execution.token_embedding_input",
@@ -185,6 +212,8 @@ MUTATIONS = (
              "block proposal output its graph lacks"),
     Mutation("F115", "speculative_block", (Delete((*SPP, "proposal_output")),),
              f"{SPC}.contract.parameters", "block proposal without proposal_output"),
+    Mutation("F115", "speculative_block", (Set((*SPP, "proposal_output"), ""),),
+             f"{SPC}.contract.parameters.proposal_output", "block proposal_output empty"),
     Mutation("F115", "speculative_block", (Delete((*GR, "target_cache", "ports", "speculate")),),
              f"{GRP}.target_cache.ports", "target cache not carried through the component"),
     Mutation("F115", "speculative_chained", (Set((*SPP, "proposal_output"), "proposal"),),
@@ -237,13 +266,6 @@ MUTATIONS = (
 
 # A telemetry adapter like the loop's timer, with an effect no speculation may run: invoked
 # only after the speculative loop, it is outside the speculative region.
-TIMER_AFTER = {
-    "implementation": {"kind": "adapter", "abi": "onnx-genai.telemetry", "version": "1"},
-    "ports": {"inputs": {}, "outputs": {"timestamp": {"dtype": "int64", "rank": 0}}},
-    "contract": {"id": "onnx-genai.telemetry", "version": "1",
-                 "bindings": {"timestamp": "timestamp"}, "parameters": {"action": "start"}},
-    "effects": ["audit"],
-}  # fmt: skip
 
 VARIANTS = (
     Variant("speculative",
