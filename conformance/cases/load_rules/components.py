@@ -366,6 +366,13 @@ def _projector_of_unnamed_batch() -> bytes:
     return model.SerializeToString()
 
 
+def _projector_without_output_shape() -> bytes:
+    """The lora package's projector graph with no shape on its output (its rank unknown)."""
+    model = onnx.load(str(package_path("lora") / "projector.onnx"), load_external_data=False)
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    return model.SerializeToString()
+
+
 def _lowered_component(name: str) -> dict:
     """A component of the lowered_decoder package, as its document declares it."""
     return load_document("lowered_decoder")["pipeline"]["workflow"]["components"][name]
@@ -666,6 +673,8 @@ MUTATIONS = (
              "initializer default of another rank than its input"),
     Mutation("C104", "lora", (WriteFile("projector.onnx", _projector_default([1, 3])),), PROJECTOR,
              "initializer default of the input's rank but another fixed dimension"),
+    Mutation("C104", "lora", (WriteFile("projector.onnx", _projector_without_output_shape()),),
+             PROJECTOR, "graph output without a shape"),
     Mutation("C104", "lora",
              (WriteFile("projector.onnx", _projector_default([1, 3], external=True)),), PROJECTOR,
              "initializer default stored externally, of another fixed dimension than its input"),
