@@ -809,20 +809,25 @@ def admission_catalogue() -> list[Case]:
         )
     base = kv_admission.UNBOUNDED_KV.base
     budgets = [
-        (name, _copy_base(base), budget, f"kv_budget_bytes {budget!r}")
+        (name, base, _copy_base(base), budget, f"kv_budget_bytes {budget!r}")
         for name, budget in kv_admission.BAD_BUDGETS.items()
     ]
     budgets += [
         (
             variant.note,
+            variant.base,
             variant.materialise,
             10**9,
             f"a KV it cannot bound ({variant.describe()})",
         )
         for variant in kv_admission.UNBOUNDABLE
     ]
-    features = (*package_features(load_document(base)), kv_admission.FEATURE, "rule_codes")
-    for name, build, budget, what in budgets:
+    for name, package, build, budget, what in budgets:
+        features = (
+            *package_features(load_document(package)),
+            kv_admission.FEATURE,
+            "rule_codes",
+        )
         cases.append(
             Case(
                 f"fail_closed/kv_admission/{name}",

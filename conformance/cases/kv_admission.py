@@ -233,8 +233,26 @@ SHAPELESS_KV = Mutation(
     "pipeline.workflow.state.cache",
     "kv_cell_without_shape",
 )
+# A valid package whose KV grows up to a value the run computes (the prefill's capacity) with
+# no input bounding the new tokens (its max_new_tokens input made opaque): it runs without a
+# budget, and refuses one (H114).
+UNBOUNDED_GROWTH = Mutation(
+    "H114",
+    "lowered_decoder",
+    (
+        Set(
+            ("pipeline", "workflow", "inputs", "request.max_new_tokens", "role"), {"kind": "opaque"}
+        ),
+        Set(
+            ("pipeline", "workflow", "inputs", "request.max_new_tokens", "source"),
+            {"kind": "application", "name": "max_new_tokens"},
+        ),
+    ),
+    "pipeline.workflow.state.kv_0",
+    "kv_growth_no_input_bounds",
+)
 # Every package whose KV cannot be bounded, each a fail-closed case.
-UNBOUNDABLE = (UNBOUNDED_KV, SHAPELESS_KV)
+UNBOUNDABLE = (UNBOUNDED_KV, SHAPELESS_KV, UNBOUNDED_GROWTH)
 
 
 def formula(package: str):
