@@ -234,10 +234,11 @@ MUTATIONS = (
     Mutation("F117", "speculative_block",
              (Set((*SP, "vocabulary"), {"kind": "mapped", "artifact": "target/model.onnx"}),),
              "speculative.vocabulary.kind", "mapped vocabulary"),
-    Mutation("F117", "speculative_block",
+    # the map is confined like any artifact the document names, mapped vocabularies or not
+    Mutation("H74", "speculative_block",
              (Set((*SP, "vocabulary"), {"kind": "mapped", "artifact": "../vocabulary_map.json"}),),
-             "speculative.vocabulary.kind", "mapped vocabulary whose map lies outside the package",
-             also=("H74",)),  # the map is confined like any artifact the document names
+             "speculative.vocabulary.artifact", "mapped vocabulary whose map lies outside the package",
+             also=("F117",)),
     Mutation("F117", "speculative_chained",
              (Set((*GR, "draft_state", "kind"), "full_attention"), Delete((*GR, "draft_state", "update")),
               Set((*GR, "draft_state", "sequence_axis"), 1)),
