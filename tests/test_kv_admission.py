@@ -344,6 +344,7 @@ def certified(runtime, monkeypatch) -> dict:
 def test_the_cases_are_catalogued():
     assert ADMISSION_CASES == [
         "fail_closed/kv_admission/kv_cell_without_shape",
+        "fail_closed/kv_admission/kv_growth_no_input_bounds",
         "fail_closed/kv_admission/negative_budget",
         "fail_closed/kv_admission/non_integer_budget",
         "fail_closed/kv_admission/unbounded_kv",

@@ -369,7 +369,7 @@ def test_the_warm_path_gives_the_cold_paths_verdicts(tmp_path):
     """Patching a function's code into the runtime imported once (warm) certifies a mutant as
     importing its mutated module afresh (cold, ``--cold``) does."""
     sample = ["hand:session_not_saved", "hand:native_falls_back_to_ort",
-              SCATTER + "comparison#12", SCATTER + "comparison#3"]  # fmt: skip
+              SCATTER + "comparison#12", SCATTER + "comparison#4"]  # fmt: skip
     args = [f"--mutant={m}" for m in sample] + [
         "--case=golden/scatter*", "--case=golden/session_counter/*",
         "--case=executor/counting_loop/*", "--no-coverage", "--max-cases=6", "--jobs=2",
@@ -382,7 +382,7 @@ def test_the_warm_path_gives_the_cold_paths_verdicts(tmp_path):
         "hand:session_not_saved": "warm",
         "hand:native_falls_back_to_ort": "cold: module or class level",
         SCATTER + "comparison#12": "warm",
-        SCATTER + "comparison#3": "warm",
+        SCATTER + "comparison#4": "warm",
     }
     assert {cold[m]["path"] for m in sample} == {"cold: --cold"}
     # Both paths can kill: the session is not saved, and the scatter lengths check inverted.
