@@ -158,9 +158,10 @@ def _problems(root, contract, ports) -> list[tuple[tuple, str]]:
                 continue
             # the executor feeds the cells to the graph as they are: a KV port is its graph value
             declared = getattr(ports, f"{side}s")[name]
-            wants = {"dtype": canonical(declared.dtype), "rank": declared.rank}
-            for key, have in (("dtype", value.dtype), ("rank", value.rank)):
-                want = wants[key]
+            for key, want, have in (
+                ("dtype", canonical(declared.dtype), value.dtype),
+                ("rank", declared.rank, value.rank),
+            ):
                 if have is not None and want != have:
                     found.append(
                         (
