@@ -129,9 +129,10 @@ def carried_updates(draw):
     )
     new = tuple(max(0, e) for e in new)
     dtype = "int64" if draw(st.integers(0, 9)) else "int32"
-    step = draw(st.sampled_from([None, 0, 1, 2]))
-    largest = draw(st.sampled_from([None, 2, 3, 5]))
-    bounds = (None, None, largest, step)
+    step = draw(st.sampled_from([None, 0, 1, 2]))  # None: per-row increments
+    largest = draw(st.sampled_from([2, 3, 5]))  # every growing or bounded cell has a max
+    increment = np.array([1, 2] if step is None else [step], np.int64)
+    bounds = (increment, np.array([largest], np.int64), largest, step)
     return recurrence, contract, np.zeros(old, np.int64), np.zeros(new, dtype), bounds
 
 

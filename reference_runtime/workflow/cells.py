@@ -12,8 +12,9 @@ from ..package.model import GrowingRecurrence, InvariantRecurrence, RequestExpan
 
 
 def recurrence_bounds(cell, read, where: str, counters) -> tuple:
-    """A growing/bounded cell's ``increment`` and ``max``, read once at loop entry (``read(name,
-    what)`` returns a value): ``(increment, max, the largest max, the one increment or None)``.
+    """A growing/bounded cell's ``increment`` (a bounded cell has none) and ``max``, read once
+    at loop entry (``read(name, what)`` returns a value): ``(increment, max, the largest max, the
+    one increment or None)``.
     """
     rec = cell.recurrence
     out = []
@@ -27,10 +28,9 @@ def recurrence_bounds(cell, read, where: str, counters) -> tuple:
             raise RunError("E57", f"{where}: recurrence {key} {name!r} must be integer [] or [B]")
         out.append(value.reshape(-1).astype(np.int64))
     increment, maximum = out
-    largest = int(maximum.max()) if maximum is not None else None
-    # One increment for every row (and at most one max): growth is checked exactly.
-    uniform = increment is not None and increment.size == 1
-    uniform = uniform and (maximum is None or maximum.size == 1)
+    largest = int(maximum.max())
+    # One increment for every row and one max: growth is checked exactly.
+    uniform = increment is not None and increment.size == 1 and maximum.size == 1
     step = int(increment[0]) if uniform else None
     return increment, maximum, largest, step
 
@@ -79,21 +79,21 @@ def check_recurrence(name, cell, old, new, bounds, grouped: bool, where: str) ->
         if step is not None:
             if grown != step:
                 raise RunError("E57", f"{what} grew by {grown} along axis {axis}, expected {step}")
-            if largest is not None and n[axis] > largest:
+            if n[axis] > largest:
                 raise RunError(
                     "E57", f"{what} reached {n[axis]} along axis {axis}, above max {largest}"
                 )
             return
         if not grouped:
             raise RunError("E57", f"{what}: per-row growth is allowed only for service-group cells")
-        if maximum is not None and increment is not None and (increment > maximum).any():
+        if (increment > maximum).any():
             raise RunError("E57", f"{what}: a row's increment exceeds its max")
-        if maximum is not None and new.shape[axis] > largest:
+        if new.shape[axis] > largest:
             raise RunError("E57", f"{what} reached {new.shape[axis]}, above the largest max")
         return
     # bounded
     limit = largest
-    if limit is not None and (old.shape[axis] > limit or new.shape[axis] > limit):
+    if old.shape[axis] > limit or new.shape[axis] > limit:
         raise RunError(
             "E57",
             f"{what} is bounded by {limit} along axis {axis} but holds {new.shape[axis]}",

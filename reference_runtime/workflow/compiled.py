@@ -337,9 +337,9 @@ def _keeps_recurrence(name: str, cell) -> str | None:
     bound = f"bounds[{name!r}]"
     if isinstance(rec, GrowingRecurrence):  # grown by the one increment, at most the max
         grows = f"(b := {bound})[3] is not None and n[{axis}] - o[{axis}] == b[3]"
-        return " and ".join([shapes, *others, grows, f"(b[2] is None or n[{axis}] <= b[2])"])
+        return " and ".join([shapes, *others, grows, f"n[{axis}] <= b[2]"])
     # bounded: old and new within the bound
-    within = f"((m := {bound}[2]) is None or (o[{axis}] <= m and n[{axis}] <= m))"
+    within = f"o[{axis}] <= (m := {bound}[2]) and n[{axis}] <= m"
     return " and ".join([shapes, *others, within])
 
 
