@@ -38,7 +38,7 @@ from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
 
 from .. import goldens
-from .mutations import Delete, Insert, Mutation, Set, Variant
+from .mutations import Delete, Insert, Move, Mutation, Set, Variant
 from .run_cases import solo_request
 
 FEATURE = "continuous_batching"
@@ -166,6 +166,15 @@ AUTHORED_LOOP = Variant(
     "authored_loop",
 )
 
+
+# lowered_decoder whose prefill (the loop's `setup`) is a step before the loop instead: the
+# loop's cells start from values the steps before it computed, which each request computes
+# for itself when it is admitted (the same tokens).
+PREFILL_BEFORE_THE_LOOP = Variant(
+    "lowered_decoder",
+    (Move((*_LOOP, "setup", 0), (*_WF, "steps"), 0), Delete((*_WF, "steps", 1, "setup"))),
+    "prefill_before_the_loop",
+)
 
 # lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
 # [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
@@ -304,6 +313,15 @@ CASES = (
         "of different lengths cannot be stacked into one body",
         variant=PROMPT_IN_THE_BODY,
         apart="prompts of different lengths cannot be stacked into one body",
+    ),
+    BatchCase(
+        "lowered_decoder/prefill_before_the_loop",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 1, 1)),
+        "the prefill is a step before the decode loop, not its setup: each request runs it "
+        "when admitted, and the loop's cells start from what it computed",
+        variant=PREFILL_BEFORE_THE_LOOP,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",

@@ -86,6 +86,26 @@ class Insert:
 
 
 @dataclass(frozen=True)
+class Move:
+    """Take the item at ``path`` out of its list and insert it into the list at ``dest`` before
+    ``index`` (counted once the item is out)."""
+
+    path: Path_
+    dest: Path_
+    index: int
+
+    def apply(self, doc):
+        parent, key = _parent(doc, self.path)
+        value = parent.pop(key)
+        _get(doc, self.dest).insert(self.index, value)
+
+    def describe(self) -> str:
+        return (
+            f"move `{format_location(self.path)}` to `{format_location((*self.dest, self.index))}`"
+        )
+
+
+@dataclass(frozen=True)
 class ReplaceText:
     """Edit the metadata file's text (for what a parsed document cannot express)."""
 
