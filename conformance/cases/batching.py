@@ -8,8 +8,9 @@ formula of every case: **each request's results are its solo run's**, which the 
 golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it). Suites:
 
 - ``continuous_batching/<case>``: every request is served once; its tokens and finish reason
-  equal the golden's row; it is admitted no earlier than it arrived and finishes no earlier
-  than it was admitted; no more requests overlap than there are slots, and no two overlap in
+  equal the golden's row; it is admitted no earlier than it arrived (and, without a KV
+  budget, at its arrival where a slot is free then) and finishes no earlier than it was
+  admitted; no more requests overlap than there are slots, and no two overlap in
   one slot; where there are more requests than slots, a freed slot is reused;
 - ``determinism/continuous_batching/<case>``: serving twice gives identical results;
 - ``rows/continuous_batching/<case>``: each served request equals the runtime's own ``run`` of
@@ -434,8 +435,9 @@ def expected(case: BatchCase) -> list[dict] | None:
 
 def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
     """What the reported schedule breaks: each request served once, admitted no earlier than
-    it arrived, slots within range and never shared at once, at most ``slots`` at a time, and
-    a freed slot reused where there are more requests than slots."""
+    it arrived, and at its arrival where a slot is free then (without a KV budget, nothing else
+    holds it back), slots within range and never shared at once, at most ``slots`` at a time,
+    and a freed slot reused where there are more requests than slots."""
     problems = []
     indices = sorted(s.get("index") for s in served)
     if indices != list(range(len(case.sources))):
@@ -476,6 +478,15 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
             problems.append(
                 f"at most {most} requests ran at once; the KV budget holds exactly {case.holds}"
             )
+    if case.kv_budget is None:
+        for a, _, _, i in spans:
+            arrival = case.sources[i].arrival
+            held = sum(a2 <= arrival <= f2 for a2, f2, _, j in spans if j != i)
+            if a > arrival and held < case.slots:
+                problems.append(
+                    f"request {i} admitted at step {a}: at its arrival ({arrival}) only {held} "
+                    f"of the {case.slots} slots were held, so it is admitted then"
+                )
     for s in served:
         i = s["index"]
         if i in case.fit_at_arrival and s["admitted"] != case.sources[i].arrival:
