@@ -170,10 +170,38 @@ AUTHORED_LOOP = Variant(
 
 # lowered_decoder whose prefill (the loop's `setup`) is a step before the loop instead: the
 # loop's cells start from values the steps before it computed, which each request computes
-# for itself when it is admitted (the same tokens).
+# for itself when it is admitted (the same tokens). The body also publishes one of them, each
+# row's prompt length (`prefill.sequence_lengths`, int64 [batch], a component's output): a
+# value of one row per request, stacked like a cell, which requests share a body with.
 PREFILL_BEFORE_THE_LOOP = Variant(
     "lowered_decoder",
-    (Move((*_LOOP, "setup", 0), (*_WF, "steps"), 0), Delete((*_WF, "steps", 1, "setup"))),
+    (
+        Move((*_LOOP, "setup", 0), (*_WF, "steps"), 0),
+        Delete((*_WF, "steps", 1, "setup")),
+        Set(
+            (*_WF, "outputs", "prompt_lengths"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 1,
+                    "shape": ["batch"],
+                    "batch_layout": _ROWS,
+                },
+                "role": "tensor",
+                "stage": "pre_adapter",
+            },
+        ),
+        Insert(
+            (*_WF, "steps", 1, "steps"),
+            2,
+            {
+                "kind": "emit",
+                "value": "prefill.sequence_lengths",
+                "output": "prompt_lengths",
+                "mode": "replace",
+            },
+        ),
+    ),
     "prefill_before_the_loop",
 )
 
@@ -321,7 +349,9 @@ CASES = (
         2,
         _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 1, 1)),
         "the prefill is a step before the decode loop, not its setup: each request runs it "
-        "when admitted, and the loop's cells start from what it computed",
+        "when admitted, and the loop's cells start from what it computed; the body publishes "
+        "each row's prompt length, a value of one row per request, so requests of different "
+        "prompt lengths still share a body",
         variant=PREFILL_BEFORE_THE_LOOP,
     ),
     BatchCase(
