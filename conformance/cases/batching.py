@@ -205,6 +205,34 @@ PREFILL_BEFORE_THE_LOOP = Variant(
     "prefill_before_the_loop",
 )
 
+# lowered_decoder whose body also feeds its max_new_tokens (int64 [1], no request axis) to a
+# `binding` component: read there as one value, not only by the policy (which takes one value
+# or one per row), so requests of different budgets cannot share a body.
+_BUDGET = {"dtype": "int64", "rank": 1, "shape": [1]}
+BUDGET_READ_AS_ONE = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "components", "budget"),
+            {
+                "implementation": {"kind": "binding"},
+                "ports": {"inputs": {"n": _BUDGET}, "outputs": {"n": _BUDGET}},
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            0,
+            {
+                "kind": "invoke",
+                "component": "budget",
+                "inputs": {"n": "request.max_new_tokens"},
+                "outputs": {"n": "step.budget"},
+            },
+        ),
+    ),
+    "budget_read_as_one",
+)
+
 # lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
 # [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
 # extent outside the request axis differs between prompts of different lengths, so such
@@ -353,6 +381,21 @@ CASES = (
         "each row's prompt length, a value of one row per request, so requests of different "
         "prompt lengths still share a body",
         variant=PREFILL_BEFORE_THE_LOOP,
+    ),
+    BatchCase(
+        "lowered_decoder/budget_read_as_one",
+        "lowered_decoder",
+        2,
+        (
+            Source("model_io_decoder/vocabulary_edges", 0, 0, 0),
+            Source("model_io_decoder/greedy_ragged_batch", 0, 0, 0),
+            Source("model_io_decoder/greedy_ragged_batch", 0, 1, 1),
+        ),
+        "the body reads max_new_tokens as one value (a binding component's port): requests of "
+        "budgets 4 and 8 run their bodies apart, each stopping at its own budget, while the "
+        "two of budget 8 share one",
+        variant=BUDGET_READ_AS_ONE,
+        apart="max_new_tokens, read by the body as one value, differs between requests",
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
