@@ -233,6 +233,34 @@ BUDGET_READ_AS_ONE = Variant(
     "budget_read_as_one",
 )
 
+# lowered_decoder whose body publishes each token from a loop nested in it: one pass
+# (`package.one`) while `package.active` (every row) holds. The nested loop reads values from
+# before the decode loop (its bound and its predicate) that the body as written does not.
+NESTED_EMIT = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_LOOP, "steps", 1),
+            {
+                "kind": "loop",
+                "steps": [
+                    {
+                        "kind": "emit",
+                        "value": "step.token",
+                        "output": "tokens",
+                        "mode": "append",
+                        "when": "step.emitted",
+                    }
+                ],
+                "continue_when": "package.active",
+                "max_iterations": "package.one",
+                "carried": [],
+            },
+        ),
+    ),
+    "nested_emit",
+)
+
 # lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
 # [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
 # extent outside the request axis differs between prompts of different lengths, so such
@@ -396,6 +424,15 @@ CASES = (
         "two of budget 8 share one",
         variant=BUDGET_READ_AS_ONE,
         apart="max_new_tokens, read by the body as one value, differs between requests",
+    ),
+    BatchCase(
+        "lowered_decoder/nested_emit",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 2)),
+        "each token is published from a loop of one pass nested in the decode body, which "
+        "reads its bound and predicate from before the decode loop",
+        variant=NESTED_EMIT,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
