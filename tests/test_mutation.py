@@ -393,16 +393,17 @@ def test_the_warm_path_gives_the_cold_paths_verdicts(tmp_path):
 def test_coverage_runs_only_the_cases_that_execute_a_mutant_and_is_cached(tmp_path):
     """The control run records the lines each case runs: a mutant no case reaches survives at
     no cost; a second run reuses the control run from the report folder."""
-    args = ["--target=workflow/scatter.py", "--case=golden/scatter*", "--jobs=2",
+    args = ["--target=workflow/scatter.py", "--case=golden/scatter_cache/*", "--jobs=2",
             f"--mutant={SCATTER}comparison#12", f"--mutant={SCATTER}removed_statement#0"]  # fmt: skip
     first, log = _run_tool(tmp_path, *args)
     assert "no cache control-" in log
     (cache,) = tmp_path.glob("control-*.json.gz")
-    unreached = first[SCATTER + "removed_statement#0"]  # `continue`: no golden scatter case skips
+    # `continue`: scatter_cache's one component writes its one group (scatter_pair's skips)
+    unreached = first[SCATTER + "removed_statement#0"]
     assert (unreached["status"], unreached["note"], unreached["cases_run"]) == (
         "survived", "no case executes it", 0)  # fmt: skip
     killed = first[SCATTER + "comparison#12"]
-    assert killed["status"] == "killed" and killed["case"].startswith("golden/scatter")
+    assert killed["status"] == "killed" and killed["case"].startswith("golden/scatter_cache/")
     second, log = _run_tool(tmp_path, *args)
     assert f"reused {cache}" in log
     assert {m: (o["status"], o["case"]) for m, o in second.items()} == {
