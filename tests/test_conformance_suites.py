@@ -179,6 +179,17 @@ def test_parity_with_one_executor_is_judged_against_the_goldens():
     assert status == "passed" and "against the golden" in text
 
 
+def test_served_outputs_through_the_json_lines_transport():
+    spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
+    ids = [
+        f"{suite}/continuous_batching/lowered_decoder/{case}"
+        for suite in ("rows", "determinism")
+        for case in ("expanded_cell", "nested_rows_stop_apart")
+    ]
+    got = statuses(spec, ids)
+    assert {k: v[0] for k, v in got.items()} == dict.fromkeys(ids, "passed"), got
+
+
 def test_parity_through_the_json_lines_transport():
     spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
     status, text = statuses(spec, [f"parity/{EVENTS}"])[f"parity/{EVENTS}"]

@@ -409,6 +409,57 @@ def test_the_rows_case_fails_tokens_that_are_not_the_solo_run(tmp_path):
     assert not outcome.passed
 
 
+def _one_more_row(served):
+    served = [dict(s) for s in served]
+    outputs = dict(served[0]["outputs"])
+    outputs["continuing"] = outputs["continuing"] + outputs["continuing"][:1]
+    served[0]["outputs"] = outputs
+    return served
+
+
+def _shifted_pair(served):
+    served = [dict(s) for s in served]
+    served[-1]["outputs"] = {**served[-1]["outputs"], "pairs": served[-1]["outputs"]["pairs"] + 1}
+    return served
+
+
+def _no_outputs(served):
+    return [{k: v for k, v in s.items() if k != "outputs"} for s in served]
+
+
+def _no_events(served):
+    return [{**s, "events": {"extra": [np.zeros(1)]}} for s in served]
+
+
+@pytest.mark.parametrize(
+    "case, alter, fragment",
+    [
+        ("nested_rows_stop_apart", _one_more_row, "output 'continuing' differs"),
+        ("expanded_cell", _shifted_pair, "output 'pairs' differs"),
+        ("expanded_cell", _no_outputs, "carries no outputs"),
+        ("expanded_cell", _no_events, "event outputs ['extra']"),
+    ],
+)
+def test_the_rows_case_fails_outputs_that_are_not_the_solo_run(case, alter, fragment, tmp_path):
+    outcome = _judge(f"rows/continuous_batching/lowered_decoder/{case}", _Wrong(alter), tmp_path)
+    assert not outcome.passed and fragment in outcome.got, outcome.got
+
+
+def test_the_determinism_case_fails_outputs_that_differ_between_serves(tmp_path):
+    calls = []
+
+    def second_differs(served):
+        calls.append(1)
+        return _shifted_pair(served) if len(calls) == 2 else served
+
+    outcome = _judge(
+        "determinism/continuous_batching/lowered_decoder/expanded_cell",
+        _Wrong(second_differs),
+        tmp_path,
+    )
+    assert not outcome.passed and "output 'pairs' differs" in outcome.got, outcome.got
+
+
 def test_served_cases_need_the_feature():
     from conformance.cases.catalogue import batching_catalogue
 

@@ -14,7 +14,8 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   one slot; where there are more requests than slots, a freed slot is reused;
 - ``determinism/continuous_batching/<case>``: serving twice gives identical results;
 - ``rows/continuous_batching/<case>``: each served request equals the runtime's own ``run`` of
-  it alone (whatever shared the batch, whenever it was admitted);
+  it alone (whatever shared the batch, whenever it was admitted): its tokens and finish
+  reason, and its outputs and events exactly;
 - ``parity/continuous_batching/<case>``: every pair of the runtime's executors serves the same
   results (with fewer than two executors: against the goldens);
 - ``batch_counters/<case>`` (a runtime that also declares ``batch_counters``): the counters
@@ -34,12 +35,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from onnx import helper
 
 from fixtures.generators import RUN_CASES
 from fixtures.generators.cases import RunCase
+from fixtures.generators.common import contract_graph
 
 from .. import goldens
-from .mutations import Delete, Insert, Move, Mutation, Set, Variant
+from .mutations import Delete, Insert, Move, Mutation, Set, Variant, WriteFile
 from .run_cases import solo_request
 
 FEATURE = "continuous_batching"
@@ -261,6 +264,163 @@ NESTED_EMIT = Variant(
     "nested_emit",
 )
 
+# lowered_decoder whose body also publishes each token to an output `continuing` from a loop
+# of one pass nested in it, which a row enters only while it goes on (`step.active`): a row
+# publishes there every token but the one it stops at. Rows that stop at different steps share
+# a body, so at one row's last step the nested loop runs for the others and not for it.
+CONTINUING = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "outputs", "continuing"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 2,
+                    "shape": ["batch", "continuing_sequence"],
+                    "batch_layout": _ROWS,
+                },
+                "role": "tensor",
+                "stage": "pre_adapter",
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            2,
+            {
+                "kind": "loop",
+                "steps": [
+                    {
+                        "kind": "emit",
+                        "value": "step.token",
+                        "output": "continuing",
+                        "mode": "append",
+                        "when": "package.active",
+                    }
+                ],
+                "continue_when": "step.active",
+                "max_iterations": "package.one",
+                "carried": [],
+            },
+        ),
+    ),
+    "continuing",
+)
+
+# lowered_decoder whose decode loop also carries a cell of two rows per request row (a
+# `request_expanded` layout, factor 2): the loop's setup makes each row's pair (its prompt
+# length, and that plus 100) with a graph `pairs`, the body adds one to both with a graph
+# `bump`, and publishes the pair to an output `pairs` of the same layout (replaced at each
+# step). Requests of different prompt lengths share a body, each keeping its own two rows.
+_LENGTHS = {"dtype": "int64", "rank": 1, "shape": ["batch"], "batch_layout": _ROWS}
+_PAIR = {
+    "dtype": "int64",
+    "rank": 1,
+    "shape": ["batch"],
+    "batch_layout": {"kind": "request_expanded", "axis": 0, "factor": 2},
+}
+
+
+def _pair_graphs() -> tuple[bytes, bytes]:
+    """``pairs``: ``lengths`` [B] to ``pair`` [2B], rows ``2r, 2r + 1`` = ``lengths[r]``,
+    ``lengths[r] + 100``; ``bump``: ``pair`` + 1."""
+    node = helper.make_node
+    pairs = contract_graph(
+        "pairs",
+        {"lengths": _LENGTHS},
+        {"pair": _PAIR},
+        [
+            node("Add", ["lengths", "hundred"], ["more"]),
+            node("Unsqueeze", ["lengths", "last"], ["a"]),
+            node("Unsqueeze", ["more", "last"], ["b"]),
+            node("Concat", ["a", "b"], ["both"], axis=1),
+            node("Reshape", ["both", "flat"], ["pair"]),
+        ],
+        {
+            "hundred": np.array(100, np.int64),
+            "last": np.array([1], np.int64),
+            "flat": np.array([-1], np.int64),
+        },
+    )
+    bump = contract_graph(
+        "bump",
+        {"pair": _PAIR},
+        {"next": _PAIR},
+        [node("Add", ["pair", "one"], ["next"])],
+        {"one": np.array(1, np.int64)},
+    )
+    return pairs.SerializeToString(), bump.SerializeToString()
+
+
+_PAIRS_ONNX, _BUMP_ONNX = _pair_graphs()
+EXPANDED_CELL = Variant(
+    "lowered_decoder",
+    (
+        WriteFile("pairs.onnx", _PAIRS_ONNX),
+        WriteFile("bump.onnx", _BUMP_ONNX),
+        Set(
+            (*_WF, "components", "pairs"),
+            {
+                "implementation": {"kind": "onnx", "artifact": "pairs.onnx"},
+                "ports": {"inputs": {"lengths": _LENGTHS}, "outputs": {"pair": _PAIR}},
+            },
+        ),
+        Set(
+            (*_WF, "components", "bump"),
+            {
+                "implementation": {"kind": "onnx", "artifact": "bump.onnx"},
+                "ports": {"inputs": {"pair": _PAIR}, "outputs": {"next": _PAIR}},
+            },
+        ),
+        Set(
+            (*_WF, "state", "pair"),
+            {
+                "contract": _PAIR,
+                "scope": "invocation",
+                "class": "semantic",
+                "initializer": "prefill.pair",
+                "recurrence": {"kind": "invariant"},
+            },
+        ),
+        Set(
+            (*_WF, "outputs", "pairs"),
+            {"contract": _PAIR, "role": "tensor", "stage": "pre_adapter"},
+        ),
+        Insert(
+            (*_LOOP, "setup"),
+            1,
+            {
+                "kind": "invoke",
+                "component": "pairs",
+                "inputs": {"lengths": "prefill.sequence_lengths"},
+                "outputs": {"pair": "prefill.pair"},
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            0,
+            {
+                "kind": "invoke",
+                "component": "bump",
+                "inputs": {"pair": "pair"},
+                "outputs": {"next": "step.pair"},
+            },
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            1,
+            {
+                "kind": "emit",
+                "value": "step.pair",
+                "output": "pairs",
+                "mode": "replace",
+            },
+        ),
+        Insert((*_LOOP, "carried"), 0, {"cell": "pair", "next": "step.pair"}),
+    ),
+    "expanded_cell",
+)
+
 # lowered_decoder whose decode loop also publishes each row's prompt (an output `prompt`, int64
 # [batch, prompt_sequence]) in every body: the body reads a value from before the loop whose
 # extent outside the request axis differs between prompts of different lengths, so such
@@ -433,6 +593,26 @@ CASES = (
         "each token is published from a loop of one pass nested in the decode body, which "
         "reads its bound and predicate from before the decode loop",
         variant=NESTED_EMIT,
+    ),
+    BatchCase(
+        "lowered_decoder/nested_rows_stop_apart",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 2)),
+        "a loop nested in the decode body, entered only by the rows that go on, publishes "
+        "their tokens: the first two rows stop two steps before the third, so at their last "
+        "step the nested loop runs for the third row alone, and they publish nothing there",
+        variant=CONTINUING,
+    ),
+    BatchCase(
+        "lowered_decoder/expanded_cell",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 1, 1)),
+        "the decode loop carries a cell of two rows per request row (request_expanded, "
+        "factor 2) and publishes it at each step: requests of different prompt lengths share "
+        "a body, each keeping and publishing its own two rows",
+        variant=EXPANDED_CELL,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
@@ -681,3 +861,59 @@ def result_problems(want: list[dict], served: list[dict]) -> list[str]:
                 f"{w['finish_reason']!r}"
             )
     return problems
+
+
+def output_problems(solo: list[dict], served: list[dict]) -> list[str]:
+    """Where a served request's outputs or events differ from ``solo[i]``, the run result of
+    request ``i`` alone (per request index): the same outputs, each equal exactly (a per-row
+    output row by row: one row, or None where it published nothing), and the same event
+    outputs with the same emissions."""
+    problems = []
+    by_index = {s["index"]: s for s in served}
+    for i, alone in enumerate(solo):
+        got = by_index.get(i)
+        if got is None:
+            continue
+        if not isinstance(got.get("outputs"), dict):
+            problems.append(f"request {i}: the served result carries no outputs")
+            continue
+        mine, theirs = got["outputs"], alone.get("outputs") or {}
+        if sorted(mine) != sorted(theirs):
+            problems.append(f"request {i}: outputs {sorted(mine)}, expected {sorted(theirs)}")
+            continue
+        problems += [
+            f"request {i}: output {name!r} differs from its solo run"
+            for name in sorted(mine)
+            if not _same(mine[name], theirs[name])
+        ]
+        events, alone_events = got.get("events") or {}, alone.get("events") or {}
+        if sorted(events) != sorted(alone_events):
+            problems.append(
+                f"request {i}: event outputs {sorted(events)}, expected {sorted(alone_events)}"
+            )
+            continue
+        problems += [
+            f"request {i}: the events of {name!r} differ from its solo run"
+            for name in sorted(events)
+            if not _same(list(events[name]), list(alone_events[name]))
+        ]
+    return problems
+
+
+def _same(a, b) -> bool:
+    """Exactly equal: arrays of one dtype and shape, lists entry by entry (None only to None)."""
+    if isinstance(a, list) or isinstance(b, list):
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    )

@@ -959,14 +959,22 @@ def _judge_batch_determinism(case: batching.BatchCase):
             first, second = _serve(runtime, root, case), _serve(runtime, root, case)
         except Refused as exc:
             return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
-        same_results = [
-            {**s, "tokens": [int(t) for t in np.asarray(s.get("tokens") or []).reshape(-1)]}
-            for s in first
-        ] == [
-            {**s, "tokens": [int(t) for t in np.asarray(s.get("tokens") or []).reshape(-1)]}
-            for s in second
-        ]
-        problems = [] if same_results else ["two serves of the same requests differ"]
+
+        def plain(served):  # the schedule and tokens (outputs and events compared below)
+            return [
+                {
+                    **{k: v for k, v in s.items() if k not in ("outputs", "events")},
+                    "tokens": [int(t) for t in np.asarray(s.get("tokens") or []).reshape(-1)],
+                }
+                for s in served
+            ]
+
+        problems = (
+            [] if plain(first) == plain(second) else ["two serves of the same requests differ"]
+        )
+        if not problems:
+            again = sorted(second, key=lambda s: s["index"])
+            problems = [f"second serve: {p}" for p in batching.output_problems(again, first)]
         return _served_outcome(problems, "two serves give identical results and schedules")
 
     return judge
@@ -988,6 +996,7 @@ def _judge_batch_rows(case: batching.BatchCase):
                 {"tokens": result["tokens"][0], "finish_reason": result["finish_reasons"][0]}
             )
         problems = batching.result_problems(want, served)
+        problems += batching.output_problems(solo, served)
         return _served_outcome(problems, "each served request equals its solo run")
 
     return judge

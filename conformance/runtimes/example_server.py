@@ -38,7 +38,8 @@ def serve(runtime, stdin=sys.stdin, stdout=sys.stdout) -> None:
             return encode_result(runtime.run(engine, decode_request(params["request"])))
         if method == "serve":  # the continuous_batching feature
             requests = [decode_request(r) for r in params["requests"]]
-            return {"results": runtime.serve(engine, requests, params["slots"])}
+            served = runtime.serve(engine, requests, params["slots"])
+            return {"results": [encode_result(s) for s in served]}
         if method == "create_session":
             return {"session_id": runtime.create_session(engine)}
         if method == "reset_session":

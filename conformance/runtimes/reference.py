@@ -139,6 +139,8 @@ class ReferenceRuntime:
                         "finish_reason": (
                             item.result.finish_reasons[0] if item.result.finish_reasons else None
                         ),
+                        "outputs": item.result.outputs,
+                        "events": item.result.events,
                     }
                 )
         except ReferenceRuntimeError as exc:

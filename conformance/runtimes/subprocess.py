@@ -117,7 +117,7 @@ class SubprocessRuntime:
             "requests": [encode_request(r) for r in requests],
             "slots": slots,
         }
-        return self._call("serve", params)["results"]
+        return [decode_result(s) for s in self._call("serve", params)["results"]]
 
     def create_session(self, handle) -> str:
         return self._call("create_session", {"handle": handle})["session_id"]
