@@ -30,11 +30,12 @@ JSON-lines form):
   ``continuous_batching``): serve one-row requests (each a ``run`` request without
   ``session_id``, plus ``arrival``, the batch step from which it may be admitted) in one
   continuous batch of ``slots`` slots; one result per request in the order they finished:
-  ``{"index", "admitted", "finished", "slot", "tokens", "finish_reason"}`` (``index``: the
-  request's position; ``admitted`` / ``finished``: the batch steps it entered and left its
-  slot; ``tokens``: its one row; only for a runtime declaring ``batch_counters``,
-  ``diagnostics``). A refused request raises :class:`Refused` (stage "run") before anything is
-  served.
+  ``{"index", "admitted", "finished", "slot", "tokens", "finish_reason", "outputs",
+  "events"}`` (``index``: the request's position; ``admitted`` / ``finished``: the batch steps
+  it entered and left its slot; ``tokens``: its one row; ``outputs`` / ``events``: as ``run``
+  returns them for the request alone; only for a runtime declaring ``batch_counters`` or
+  ``batch_trace``, ``diagnostics``). A refused request raises :class:`Refused` (stage "run")
+  before anything is served.
 - ``close(handle)``: forget a loaded package.
 
 Certification calls these from several threads at once (``--jobs``), on different handles.
@@ -136,6 +137,13 @@ FEATURES = (
     # runs advanced. Checked by the `batch_counters` suite: requests decoding at one step share
     # one run of the body (bodies equal steps), and the counts agree with the schedule.
     "batch_counters",
+    # Optional: each entry `serve` returns carries diagnostics {"batch_trace": [record, ...]},
+    # one record per batch step that ran the loop body, in step order (the same in every
+    # entry): {"step", "slots", "accepted_len", "live", "bodies"}: the request index each slot
+    # ran the body for (null: none), each slot's accepted_len (0 for a slot that sat the step
+    # out), the liveness bit the batch published (will it decode again) and the runs of the
+    # body. Checked by the `batch_trace` suite against the schedule.
+    "batch_trace",
     # Optional: takes a request's `overrides` (target component -> replacement component) and
     # runs each declared replacement in place of its application_overridable target for that
     # request, ports remapped by contract role; refuses (C21) a replacement that is not

@@ -431,17 +431,6 @@ def _served_json(item) -> dict:
     }
 
 
-def _step_json(record) -> dict:
-    """One batch step of the `serve --trace` summary."""
-    return {
-        "step": record.step,
-        "slots": list(record.slots),
-        "accepted_len": list(record.accepted_len),
-        "live": record.live,
-        "bodies": record.bodies,
-    }
-
-
 def _serve(args) -> int:
     engine = Engine.from_dir(
         args.package,
@@ -468,7 +457,7 @@ def _serve(args) -> int:
             )
     summary = {"steps": len(trace), "counters": engine.counters}
     if args.trace:
-        summary["trace"] = [_step_json(record) for record in trace]
+        summary["trace"] = [record.to_json() for record in trace]
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     else:

@@ -50,6 +50,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "kv_admission",
         "continuous_batching",
         "batch_counters",
+        "batch_trace",
         "drafted",
     } == {c.suite for c in cases}
 

@@ -466,7 +466,8 @@ def test_served_cases_need_the_feature():
     cases = batching_catalogue()
     assert cases and all("continuous_batching" in c.features for c in cases)
     assert {c.suite for c in cases} == {
-        "continuous_batching", "determinism", "rows", "parity", "fail_closed", "batch_counters"
+        "continuous_batching", "determinism", "rows", "parity", "fail_closed", "batch_counters",
+        "batch_trace",
     }  # fmt: skip
     assert all("batch_counters" in c.features for c in cases if c.suite == "batch_counters")
     assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124"}
@@ -602,3 +603,65 @@ def test_counter_problems_read_the_schedule():
     assert batching.counter_problems(case, bare) == [
         "a served entry reports no diagnostics.counters.batching"
     ]
+
+
+def test_trace_problems_read_the_schedule():
+    """``batch_trace``: each step's record must agree with the served schedule."""
+    from conformance.cases import batching
+
+    case = next(c for c in batching.CASES if c.apart is None and c.slots == 2 and c.accepted_len)
+    # 0 in slot 0 for steps 0-2, 1 in slot 1 for steps 1-3, 2 reusing slot 0 for steps 3-4
+    spans = [(0, 2, 0), (1, 3, 1), (3, 4, 0)]
+    good = [
+        {"step": 0, "slots": [0, None], "accepted_len": [1, 0], "live": True, "bodies": 1},
+        {"step": 1, "slots": [0, 1], "accepted_len": [1, 1], "live": True, "bodies": 1},
+        {"step": 2, "slots": [0, 1], "accepted_len": [1, 1], "live": True, "bodies": 1},
+        {"step": 3, "slots": [2, 1], "accepted_len": [1, 1], "live": True, "bodies": 1},
+        {"step": 4, "slots": [2, None], "accepted_len": [1, 0], "live": False, "bodies": 1},
+    ]
+
+    def served(trace):
+        return [
+            {"index": i, "admitted": a, "finished": f, "slot": s,
+             "diagnostics": {"batch_trace": trace}}
+            for i, (a, f, s) in enumerate(spans)
+        ]  # fmt: skip
+
+    def edited(step, **fields):
+        return [{**r, **fields} if r["step"] == step else r for r in good]
+
+    assert batching.trace_problems(case, served(good)) == []
+    wrongs = {
+        "a step left out": good[:2] + good[3:],
+        "a slot sat out": edited(1, slots=[0, None], accepted_len=[1, 0]),
+        "slots swapped": edited(1, slots=[1, 0]),
+        "accepted_len of an empty slot": edited(0, accepted_len=[1, 1]),
+        "accepted_len of a running slot": edited(2, accepted_len=[0, 1]),
+        "liveness off too early": edited(3, live=False),
+        "liveness on at the end": edited(4, live=True),
+        "two bodies": edited(2, bodies=2),
+        "no body": edited(2, bodies=0),
+        "an empty step": [*good, {"step": 5, "slots": [None, None], "accepted_len": [0, 0],
+                                  "live": False, "bodies": 1}],
+        "a record without bodies": [{k: v for k, v in r.items() if k != "bodies"} for r in good],
+    }  # fmt: skip
+    for what, trace in wrongs.items():
+        assert batching.trace_problems(case, served(trace)), what
+    bare = [{k: v for k, v in s.items() if k != "diagnostics"} for s in served(good)]
+    assert batching.trace_problems(case, bare) == [
+        "a served entry reports no diagnostics.batch_trace"
+    ]
+
+
+def test_the_trace_case_passes_the_reference_and_fails_a_dark_liveness_bit(tmp_path):
+    from conformance.runtimes.reference import ReferenceRuntime
+
+    case_id = "batch_trace/genai_decoder/staggered_ragged"
+    assert _judge(case_id, ReferenceRuntime(), tmp_path / "right").passed
+
+    def dark(served):
+        trace = [{**r, "live": False} for r in served[0]["diagnostics"]["batch_trace"]]
+        return [{**s, "diagnostics": {**s["diagnostics"], "batch_trace": trace}} for s in served]
+
+    outcome = _judge(case_id, _Wrong(dark), tmp_path / "dark")
+    assert not outcome.passed and "liveness bit False" in outcome.got, outcome.got

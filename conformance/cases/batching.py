@@ -22,6 +22,10 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   the serve reports agree with its schedule (admissions, reused slots, steps and rows), and the
   requests decoding at one step share one run of the loop body, unless the case says why they
   may run apart (``apart``: what the body reads as one value differs between them);
+- ``batch_trace/<case>`` (a runtime that also declares ``batch_trace``): the per-step record
+  the serve reports agrees with its schedule: the slots that ran the body, each slot's
+  accepted_len (1 or, sitting the step out, 0), the liveness bit (on while a later step runs
+  the body) and the runs of the body at each step;
 - a case served under a KV budget (``kv_budget``, for a runtime that also declares
   ``kv_admission``) runs at most ``holds`` requests at once, and at some step that many, and
   admits each request of ``fit_at_arrival`` (those that fit at once) at its arrival;
@@ -79,6 +83,9 @@ class BatchCase:
     # Why requests decoding at one step may run the loop body apart (None: they share one run
     # per step): what the body reads as one value differs between them.
     apart: str | None = None
+    # Whether the body binds the batch component's accepted_len (each decoder here accepts one
+    # token per step: 1 for a slot that ran the body, 0 for one that sat the step out).
+    accepted_len: bool = True
 
 
 def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
@@ -535,6 +542,7 @@ CASES = (
         "the loop): two rows start together (at one iteration), the third at step 2 (each row "
         "at its own)",
         variant=AUTHORED_LOOP,
+        accepted_len=False,
     ),
     BatchCase(
         "genai_decoder/no_new_tokens_alone",
@@ -841,6 +849,75 @@ def counter_problems(case: BatchCase, served: list[dict]) -> list[str]:
         problems.append(
             f"{got['rows']} rows advanced counted; the schedule allows {low} to {low + len(spans)}"
         )
+    return problems
+
+
+TRACE_KEYS = ("step", "slots", "accepted_len", "live", "bodies")
+
+
+def trace_problems(case: BatchCase, served: list[dict]) -> list[str]:
+    """What the ``batch_trace`` a serve reports breaks, read against its schedule: one record
+    per step that ran the loop body, in step order; at each, the slot of every request whose
+    span covers the step holds it (a request whose span is one step, which it may end at its
+    admission, either holds it or no slot names it) and no other slot holds a request; each
+    slot's accepted_len is 1 where it ran the body and 0 where it sat the step out (where the
+    body binds it); the liveness bit is on exactly when a later step runs the body; and the
+    step ran one body (or, where the case says why its requests may run apart, at least one
+    and at most one per request it ran)."""
+    traces = [(s.get("diagnostics") or {}).get("batch_trace") for s in served]
+    if not traces or any(not isinstance(t, list) for t in traces):
+        return ["a served entry reports no diagnostics.batch_trace"]
+    trace = traces[-1]
+    if any(t != trace for t in traces):
+        return ["the served entries report different batch traces (the whole serve's)"]
+    if any(not isinstance(r, dict) or sorted(r) != sorted(TRACE_KEYS) for r in trace):
+        return [f"a batch_trace record is not {{{', '.join(TRACE_KEYS)}}}"]
+    steps = [r["step"] for r in trace]
+    if steps != sorted(set(steps)):
+        return [f"batch_trace steps {steps} are not increasing"]
+    if any(len(r["slots"]) != case.slots or len(r["accepted_len"]) != case.slots for r in trace):
+        return [f"a batch_trace record does not list {case.slots} slots"]
+    at = {r["step"]: r for r in trace}
+    ran: dict[int, list[int]] = {}
+    for r in trace:
+        for index in r["slots"]:
+            if index is not None:
+                ran.setdefault(index, []).append(r["step"])
+    problems = []
+    for s in served:
+        i, admitted, finished, slot = s["index"], s["admitted"], s["finished"], s["slot"]
+        span = list(range(admitted, finished + 1))
+        if ran.get(i, []) != span and not (admitted == finished and i not in ran):
+            problems.append(
+                f"request {i} (steps {admitted} to {finished}) runs the body at steps "
+                f"{ran.get(i, [])} of the trace"
+            )
+        for step in ran.get(i, []):
+            if at[step]["slots"][slot] != i:
+                problems.append(f"step {step}: request {i} is not in its slot {slot}")
+                break
+    for r in trace:
+        held = [k for k, index in enumerate(r["slots"]) if index is not None]
+        if not held:
+            problems.append(f"step {r['step']}: no slot ran the body")
+        if case.accepted_len:
+            want = [1 if index is not None else 0 for index in r["slots"]]
+            if list(r["accepted_len"]) != want:
+                problems.append(
+                    f"step {r['step']}: accepted_len {r['accepted_len']}, expected {want}"
+                )
+        later = any(step > r["step"] for step in steps)
+        if r["live"] is not later:
+            problems.append(
+                f"step {r['step']}: liveness bit {r['live']!r}, but the batch "
+                f"{'decodes' if later else 'never decodes'} again"
+            )
+        most = 1 if case.apart is None else max(len(held), 1)
+        if not isinstance(r["bodies"], int) or not 1 <= r["bodies"] <= most:
+            problems.append(
+                f"step {r['step']}: {r['bodies']} runs of the body, expected "
+                f"{'one' if most == 1 else f'1 to {most}'}"
+            )
     return problems
 
 

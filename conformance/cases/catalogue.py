@@ -953,6 +953,19 @@ def _judge_batch_counters(case: batching.BatchCase):
     return judge
 
 
+def _judge_batch_trace(case: batching.BatchCase):
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            served = _serve(runtime, root, case)
+        except Refused as exc:
+            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
+        problems = batching.schedule_problems(case, served)
+        problems = problems or batching.trace_problems(case, served)
+        return _served_outcome(problems, "the batch trace agrees with the schedule")
+
+    return judge
+
+
 def _judge_batch_determinism(case: batching.BatchCase):
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
@@ -1086,6 +1099,9 @@ def batching_catalogue() -> list[Case]:
             (f"batch_counters/{case.id}", "batch_counters",
              "requests decoding at one step share its one run of the loop body; the counters "
              "agree with the schedule", _judge_batch_counters(case), ("batch_counters",)),
+            (f"batch_trace/{case.id}", "batch_trace",
+             "each step's record (slots, accepted_len, liveness bit, runs of the body) agrees "
+             "with the schedule", _judge_batch_trace(case), ("batch_trace",)),
         ):  # fmt: skip
             cases.append(Case(ident, suite, (*features, *extra), expected + notes, build, judge))
     return cases

@@ -116,7 +116,7 @@ class ReferenceRuntime:
         """The ``continuous_batching`` feature: ``Engine.serve``."""
         keys = ("prompt", "inputs", "max_new_tokens", "seed", "stop_on_eos", "arrival",
                 *SAMPLING_KEYWORDS)  # fmt: skip
-        served = []
+        served, trace = [], []
         try:
             for request in requests:
                 if request.get("session_id") is not None:
@@ -128,7 +128,7 @@ class ReferenceRuntime:
                 }
                 for request in requests
             ]
-            for item in handle.serve(calls, slots=slots):
+            for item in handle.serve(calls, slots=slots, trace=trace):
                 served.append(
                     {
                         "index": item.index,
@@ -145,8 +145,11 @@ class ReferenceRuntime:
                 )
         except ReferenceRuntimeError as exc:
             raise Refused("run", exc.message, exc.code) from exc
-        counters = {"batching": dict(handle.counters.get("batching", {}))}
-        return [{**entry, "diagnostics": {"counters": counters}} for entry in served]
+        diagnostics = {
+            "counters": {"batching": dict(handle.counters.get("batching", {}))},
+            "batch_trace": [record.to_json() for record in trace],
+        }
+        return [{**entry, "diagnostics": diagnostics} for entry in served]
 
     def create_session(self, handle: Engine) -> str:
         with _refused("run"):

@@ -110,6 +110,16 @@ class StepRecord:
     live: bool
     bodies: int = 0  # how many body runs the step took (one per group of requests)
 
+    def to_json(self) -> dict:
+        """The record as plain JSON values (``serve --trace``, the ``batch_trace`` feature)."""
+        return {
+            "step": self.step,
+            "slots": list(self.slots),
+            "accepted_len": list(self.accepted_len),
+            "live": self.live,
+            "bodies": self.bodies,
+        }
+
 
 def _reads(steps) -> set[str]:
     """Every value name the steps read (nested steps included)."""
