@@ -235,13 +235,7 @@ class Engine:
         resolved = resolve_overrides(self.package, overrides)
         stop_on_eos = keywords.pop("stop_on_eos")
         prompt, inputs, conversation = self._prompts.prepare(prompt, inputs, session_id)
-        request = Request(
-            prompt=prompt,
-            inputs=inputs,
-            stop_on_eos=stop_on_eos,
-            session_id=session_id,
-            **keywords,
-        )
+        request = Request(prompt=prompt, inputs=inputs, session_id=session_id, **keywords)
         stored = self._store.stored(session_id)
         bound = self._binder.bind(request)
         self._admit(bound, session_id)  # before any component runs
@@ -364,9 +358,7 @@ class Engine:
             )
             stop_on_eos = keywords.pop("stop_on_eos")
             prompt, inputs, _ = self._prompts.prepare(prompt, inputs, None)
-            bound = self._binder.bind(
-                Request(prompt=prompt, inputs=inputs, stop_on_eos=stop_on_eos, **keywords)
-            )
+            bound = self._binder.bind(Request(prompt=prompt, inputs=inputs, **keywords))
         except ReferenceRuntimeError as exc:
             if not exc.message.startswith(where):
                 exc.message = f"{where}: {exc.message}"

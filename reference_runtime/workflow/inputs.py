@@ -69,7 +69,6 @@ class Request:
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
-    stop_on_eos: bool = True
     session_id: str | None = None
 
 
