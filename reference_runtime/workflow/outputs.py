@@ -15,7 +15,7 @@ import numpy as np
 
 from ..arrays import dtype_name
 from ..errors import RunError
-from ..package.model import EmitStep, RequestExpandedLayout, WorkflowOutput
+from ..package.model import EmitStep, WorkflowOutput
 from .tensors import Symbols, check
 
 
@@ -96,18 +96,18 @@ class OutputStore:
             layout = self.layouts[(id(step), value.ndim)] = self._row_layout(
                 step, output, value, where
             )
-        axis_r, chunk_axis, free, before_row, before_chunk, factor = layout
+        axis_r, chunk_axis, free, before_row, before_chunk = layout
         rows = value.shape[axis_r]
         guard = _row_control(when, rows, "when", where)
-        inactive = _inactive_rows(active_rows, rows, output.contract) if active_rows else None
+        inactive = _inactive_rows(active_rows, rows) if active_rows else None
         lengths = _row_control(valid_length, rows, "valid_length", where)
         if self.batch is None:
-            self.batch = rows // factor
-        if rows != self.batch * factor:
+            self.batch = rows
+        if rows != self.batch:
             raise RunError(
                 "H84",
                 f"{where}: value {step.value!r} has {rows} rows on axis {axis_r}, but the request "
-                f"has {self.batch}{f' (times {factor})' if factor > 1 else ''}: a per-row output "
+                f"has {self.batch}: a per-row output "
                 "publishes one entry per request row",
                 hint="Emit a value with one row per request row.",
             )
@@ -147,8 +147,7 @@ class OutputStore:
     def _row_layout(self, step, output, value, where) -> tuple:
         """Where a per-row emit cuts its value (fixed by the step and the value's rank): the
         request axis, the chunk axis (None when the row is published whole), the axes a
-        whole-value check leaves free, the index prefixes that reach those axes, and the
-        request-expansion factor (rows per request row)."""
+        whole-value check leaves free, and the index prefixes that reach those axes."""
         name = step.output
         axis_r = output.contract.request_axis or 0
         if value.ndim == 0:
@@ -163,12 +162,10 @@ class OutputStore:
                 f"{where}: per-row output {name!r} fixes its request axis to {request_dim}; "
                 "each row publishes one",
             )
-        layout = output.contract.batch_layout
-        factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
         free = (axis_r,) if chunk_axis is None else (axis_r, chunk_axis)
         before_row = (slice(None),) * axis_r
         before_chunk = (slice(None),) * chunk_axis if chunk_axis is not None else ()
-        return axis_r, chunk_axis, free, before_row, before_chunk, factor
+        return axis_r, chunk_axis, free, before_row, before_chunk
 
     # ------------------------------------------------------------------ results
 
@@ -190,17 +187,15 @@ class OutputStore:
         return out
 
 
-def _inactive_rows(masks, rows: int, contract) -> np.ndarray | None:
+def _inactive_rows(masks, rows: int) -> np.ndarray | None:
     """Rows an enclosing loop marks inactive this iteration (an inactive row appends nothing,
-    docs/runtime.md); a mask whose length does not match the rows is not row-aligned."""
-    layout = contract.batch_layout
-    factor = layout.factor if isinstance(layout, RequestExpandedLayout) else 1
+    docs/runtime.md); a mask whose length does not match the rows is not row-aligned. (A
+    per-row output is request_aligned, D41: one row per request row.)"""
     inactive = None
     for mask in masks:
-        if mask.size * factor != rows or mask.all():
+        if mask.size != rows or mask.all():
             continue
-        off = ~np.repeat(mask, factor)
-        inactive = off if inactive is None else inactive | off
+        inactive = ~mask if inactive is None else inactive | ~mask
     return inactive
 
 
