@@ -178,6 +178,22 @@ AUTHORED_LOOP = Variant(
 )
 
 
+# lowered_decoder whose decode loop numbers its iterations with one value for the batch
+# (`step.index`, int64 [], no request axis): requests at different iterations cannot share a
+# body, which has one iteration number.
+SHARED_ITERATION = Variant(
+    "lowered_decoder",
+    (
+        Set((*_WF, "manifest", "capabilities", 10), "loop_induction_values"),
+        Set(
+            (*_LOOP, "iteration"),
+            {"value": "step.index", "contract": {"dtype": "int64", "rank": 0}},
+        ),
+    ),
+    "shared_iteration",
+)
+
+
 # lowered_decoder whose prefill (the loop's `setup`) is a step before the loop instead: the
 # loop's cells start from values the steps before it computed, which each request computes
 # for itself when it is admitted (the same tokens). The body also publishes one of them, each
@@ -621,6 +637,16 @@ CASES = (
         "factor 2) and publishes it at each step: requests of different prompt lengths share "
         "a body, each keeping and publishing its own two rows",
         variant=EXPANDED_CELL,
+    ),
+    BatchCase(
+        "lowered_decoder/shared_iteration",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 2)),
+        "the decode loop's iteration number has no request axis (one for the body): the two "
+        "rows admitted at step 0 share a body, the third, two iterations behind, runs its own",
+        variant=SHARED_ITERATION,
+        apart="requests at different iterations cannot share the body's one iteration number",
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
