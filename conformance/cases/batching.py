@@ -95,6 +95,7 @@ def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
 _WF = ("pipeline", "workflow")
 _LOOP = (*_WF, "steps", 0)  # the lowered decode loop
 _ROWS = {"kind": "request_aligned", "axis": 0}
+_LENGTHS = {"dtype": "int64", "rank": 1, "shape": ["batch"], "batch_layout": _ROWS}
 # lowered_decoder (model_io_decoder lowered to its workflow: the same tokens) edited as an
 # author might write its decode loop: the loop numbers its iterations (`step.index`, int64
 # [batch]: one per row, each row its own count); two branches on a value without a request
@@ -191,6 +192,37 @@ SHARED_ITERATION = Variant(
         ),
     ),
     "shared_iteration",
+)
+
+
+# lowered_decoder whose decode loop also carries a cell `lengths` (int64 [batch], from 0) whose
+# next value is one from before the body (`prefill.sequence_lengths`, each row's prompt length,
+# from the loop's setup), published after the loop as an output `lengths`.
+NEXT_FROM_BEFORE = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "state", "lengths"),
+            {
+                "contract": _LENGTHS,
+                "scope": "invocation",
+                "class": "semantic",
+                "initializer": "package.zero",
+                "recurrence": {"kind": "invariant"},
+            },
+        ),
+        Set(
+            (*_WF, "outputs", "lengths"),
+            {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
+        ),
+        Insert((*_LOOP, "carried"), 0, {"cell": "lengths", "next": "prefill.sequence_lengths"}),
+        Insert(
+            (*_WF, "steps"),
+            1,
+            {"kind": "emit", "value": "lengths", "output": "lengths", "mode": "replace"},
+        ),
+    ),
+    "next_from_before",
 )
 
 
@@ -335,7 +367,6 @@ CONTINUING = Variant(
 # length, and that plus 100) with a graph `pairs`, the body adds one to both with a graph
 # `bump`, and publishes the pair to an output `pairs` of the same layout (replaced at each
 # step). Requests of different prompt lengths share a body, each keeping its own two rows.
-_LENGTHS = {"dtype": "int64", "rank": 1, "shape": ["batch"], "batch_layout": _ROWS}
 _PAIR = {
     "dtype": "int64",
     "rank": 1,
@@ -647,6 +678,15 @@ CASES = (
         "rows admitted at step 0 share a body, the third, two iterations behind, runs its own",
         variant=SHARED_ITERATION,
         apart="requests at different iterations cannot share the body's one iteration number",
+    ),
+    BatchCase(
+        "lowered_decoder/next_from_before",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 1, 1)),
+        "a carried cell's next value is one from before the body (each row's prompt length, "
+        "from the loop's setup): requests sharing a body each take their own",
+        variant=NEXT_FROM_BEFORE,
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",

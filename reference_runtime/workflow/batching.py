@@ -204,8 +204,10 @@ class BatchServer:
         self.after = workflow.steps[found.index + 1 :]
         self.where = format_location((*STEPS, found.index))
         carried = {c.cell for c in self.loop.carried}
-        # what the body reads from before the loop (carried cells are stacked separately)
-        self.invariants = sorted(_reads(self.loop.steps) - carried)
+        # what the body reads from before the loop, the carried cells' next values included
+        # (one may name a value from before the body); carried cells are stacked separately
+        nexts = {c.next for c in self.loop.carried}
+        self.invariants = sorted((_reads(self.loop.steps) | nexts) - carried)
         self.contracts = self._value_contracts()
         self.per_row = self._shared_or_per_row()
 
@@ -490,9 +492,7 @@ class BatchServer:
         for carry in self.loop.carried:
             cell = self.wf.state[carry.cell]
             own[carry.cell] = frame.values[carry.cell]
-            new = values.get(carry.next)
-            if new is None:
-                continue
+            new = values[carry.next]  # defined for the body (D29), or read from before it
             axis = cell.contract.request_axis
             factor = _factor(cell.contract)
             if new.ndim <= axis or new.shape[axis] != rows * factor:
