@@ -186,6 +186,7 @@ RUN_SUITES = (
     "kv_admission",
     "continuous_batching",
     "batch_counters",
+    "batch_trace",
     "drafted",
 )
 # The modules of package/ that the interpreter and the executors also use at run time (the
@@ -256,6 +257,7 @@ SUITE_SECONDS = {
     "kv_admission": 0.3,
     "continuous_batching": 1.0,
     "batch_counters": 1.0,
+    "batch_trace": 1.0,
     "drafted": 0.5,
 }
 # A mutant's limit in CPU seconds: BASE_TIMEOUT plus TIMEOUT_FACTOR times what its cases took
