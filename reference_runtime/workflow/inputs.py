@@ -345,7 +345,7 @@ class InputBinder:
             value = getattr(request, keyword)
             if value is not None:
                 return value
-            return self._default_field(keyword) if keyword != "min_p" else None
+            return self._default_field(keyword)  # None for min_p: no generation default
         return None
 
     # ------------------------------------------------------------------ binding

@@ -77,7 +77,7 @@ def dynamic_symbols(workflow: Workflow) -> frozenset[str]:
     for cell in workflow.state.values():
         rec = cell.recurrence
         if isinstance(rec, GrowingRecurrence | BoundedRecurrence) and cell.contract.shape:
-            dim = cell.contract.shape[rec.axis] if rec.axis < len(cell.contract.shape) else None
+            dim = cell.contract.shape[rec.axis]  # axis < rank = len(shape) (E45, B07)
             if isinstance(dim, str):
                 out.add(dim)
     return frozenset(out)
