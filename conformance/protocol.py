@@ -127,6 +127,11 @@ FEATURES = (
     # (another vocabulary, a shorter context, no attention mask, a target sampling by default)
     # is refused at load (H91).
     "attached_draft",
+    # Optional: reports diagnostics {"counters": {"contract_executions": {contract id: n}}},
+    # cumulative for the loaded package: the executions of runtime contracts (a `binding`
+    # component with a `contract`, run by the runtime's own executor), counted at dispatch; a
+    # package of ONNX graphs counts none. Checked by the `contract_counters` suite.
+    "contract_counters",
     # Optional: serves several one-row requests with arrival steps in one continuous batch (the
     # `serve` method), each request's results equal to its solo run, freed slots reused.
     "continuous_batching",

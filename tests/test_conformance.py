@@ -46,6 +46,7 @@ def test_catalogue_holds_every_mutation_and_base():
         "executor",
         "parity",
         "component_sessions",
+        "contract_counters",
         "sampling",
         "kv_admission",
         "continuous_batching",

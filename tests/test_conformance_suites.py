@@ -7,6 +7,7 @@ import json
 import sys
 
 import numpy as np
+import pytest
 
 from conformance import goldens
 from conformance.cases.catalogue import catalogue
@@ -194,3 +195,56 @@ def test_parity_through_the_json_lines_transport():
     spec = f"exec:{sys.executable} -m conformance.runtimes.example_server"
     status, text = statuses(spec, [f"parity/{EVENTS}"])[f"parity/{EVENTS}"]
     assert status == "passed" and "ort, native agree" in text
+
+
+# ------------------------------------------------------------------ contract counters
+
+SPECULATIVE_COUNTS = "contract_counters/speculative_lowered/greedy_ragged_batch"
+GRAPHS_COUNTS = "contract_counters/cell_axes/grows_along_its_axis"
+
+
+class MiscountsContracts(ReferenceRuntime):
+    """Reports ``contract_executions`` through ``edit`` (a dict of counts -> what it reports)."""
+
+    def __init__(self, edit):
+        super().__init__()
+        self.edit = edit
+
+    def run(self, handle, request):
+        result = super().run(handle, request)
+        counters = dict(result["diagnostics"]["counters"])
+        counters["contract_executions"] = self.edit(dict(counters["contract_executions"]))
+        return {**result, "diagnostics": {"counters": counters}}
+
+
+def counts_none():
+    return MiscountsContracts(lambda counts: {})
+
+
+def counts_a_foreign_contract():
+    return MiscountsContracts(lambda counts: {**counts, "onnx-genai.token-policy": 1})
+
+
+def counts_no_dict():
+    return MiscountsContracts(lambda counts: sorted(counts))
+
+
+def test_contract_counters_pass_the_reference():
+    got = statuses("reference", [SPECULATIVE_COUNTS, GRAPHS_COUNTS])
+    assert {k: v[0] for k, v in got.items()} == {
+        SPECULATIVE_COUNTS: "passed",
+        GRAPHS_COUNTS: "passed",
+    }
+
+
+@pytest.mark.parametrize(
+    "runtime, case, words",
+    [
+        ("counts_none", SPECULATIVE_COUNTS, "no execution of onnx-genai."),
+        ("counts_a_foreign_contract", GRAPHS_COUNTS, "which no component of the package declares"),
+        ("counts_no_dict", GRAPHS_COUNTS, "no contract_executions counter"),
+    ],
+)
+def test_contract_counters_fail_a_runtime_that_miscounts(runtime, case, words):
+    status, text = statuses(f"python:{__name__}:{runtime}", [case])[case]
+    assert status == "failed" and words in text, text

@@ -28,6 +28,11 @@ judge a runtime on it. Suites:
 - ``component_sessions``: one run case per package, its requests run twice on one loaded
   package: the second pass creates no session (one per component, reused by every invocation
   and request); runtimes that report session counters and declare ``session_counters`` only;
+- ``contract_counters``: one run case per package, its requests run on one loaded package:
+  every run counts the executions of the runtime contracts the package declares (a
+  ``binding`` component with a ``contract``), one of each that the workflow invokes on every
+  run, and none of a contract it does not declare (a package of ONNX graphs counts none);
+  runtimes that report them and declare ``contract_counters`` only;
 - ``kv_admission``: requests run on a package loaded with a KV byte budget (a ``load`` option,
   for runtimes declaring ``kv_admission``; :mod:`.kv_admission`): a request over the budget
   is refused (H113) publishing nothing, every other one gives its unbudgeted results (and the
@@ -106,8 +111,8 @@ FAILURE_KINDS = {
 
 # Suites whose cases run requests (the fault meta-test certifies a faulty runtime on these).
 RUN_SUITES = (
-    "golden", "determinism", "rows", "executor", "parity", "component_sessions", "sampling",
-    "kv_admission", "continuous_batching", "drafted",
+    "golden", "determinism", "rows", "executor", "parity", "component_sessions",
+    "contract_counters", "sampling", "kv_admission", "continuous_batching", "drafted",
 )  # fmt: skip
 
 
@@ -504,6 +509,72 @@ def _judge_component_sessions(run: RunCase):
     return judge
 
 
+def runtime_contracts(document: dict) -> dict[str, str] | None:
+    """Component -> the runtime contract id it declares (a ``binding`` component with a
+    ``contract``: the runtime's own executor runs it), for a package with a workflow; None for a
+    bare decoder folder, whose workflow the runtime lowers for itself."""
+    workflow = (document.get("pipeline") or {}).get("workflow")
+    if not isinstance(workflow, dict):
+        return None
+    out = {}
+    for name, comp in (workflow.get("components") or {}).items():
+        if not isinstance(comp, dict):
+            continue
+        kind = (comp.get("implementation") or {}).get("kind")
+        contract = comp.get("contract")
+        if kind == "binding" and isinstance(contract, dict) and contract.get("id"):
+            out[name] = contract["id"]
+    return out
+
+
+def _judge_contract_counters(run: RunCase):
+    """The case's requests on one loaded package: every run that succeeds reports
+    ``contract_executions`` (runtime contract id -> executions so far); a package that declares
+    no runtime contract counts none (its graphs run on the executor), one that does counts only
+    those it declares, and each run counts one of every contract the workflow invokes on
+    every run (its top-level steps and loop setups)."""
+
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        document = read_document(root)
+        declared = runtime_contracts(document)
+        invoked = always_invoked(document)
+        handle = runtime.load(str(root))
+        try:
+            results = run_requests(runtime, handle, run)
+        finally:
+            runtime.close(handle)
+        problems, before = [], {}
+        for i, result in enumerate(_run_results(run, results)):
+            if result.get("error"):
+                continue
+            counts = ((result.get("diagnostics") or {}).get("counters") or {}).get(
+                "contract_executions"
+            )
+            if not isinstance(counts, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in counts.items()
+            ):
+                problems.append(f"request {i}: no contract_executions counter (id -> count)")
+                continue
+            if declared is not None:
+                foreign = sorted(k for k, v in counts.items() if v and k not in declared.values())
+                if foreign:
+                    problems.append(
+                        f"request {i}: executions counted of {', '.join(foreign)}, which no "
+                        "component of the package declares (its graphs run on the executor)"
+                    )
+                for component in sorted(invoked & set(declared)):
+                    cid = declared[component]
+                    if counts.get(cid, 0) <= before.get(cid, 0):
+                        problems.append(
+                            f"request {i}: no execution of {cid} counted, though the workflow "
+                            f"invokes {component!r} (which declares it) on every run"
+                        )
+            before = counts
+        return _verdict(problems, "runtime contract executions counted as declared")
+
+    return judge
+
+
 PARITY = (
     "every pair of the runtime's executors agrees within the goldens' tolerance (integers "
     "exact); with fewer than two executors, the results equal the golden"
@@ -545,7 +616,7 @@ def keyworded(run: RunCase) -> bool:
 def run_catalogue() -> list[Case]:
     cases = []
     documents: dict[str, tuple[str, ...]] = {}
-    counted: set[str] = set()  # packages with a component_sessions case
+    counted: set[str] = set()  # packages with a component_sessions (and contract_counters) case
     for run in RUN_CASES:
         if run.package not in documents:
             documents[run.package] = package_features(load_document(run.package))
@@ -582,6 +653,14 @@ def run_catalogue() -> list[Case]:
                     "running the requests again creates no session (one per component)",
                     _judge_component_sessions(run),
                     ("session_counters",),
+                )
+            )
+            cases.append(
+                case(
+                    "contract_counters",
+                    "runtime contract executions counted where the package declares them",
+                    _judge_contract_counters(run),
+                    ("contract_counters",),
                 )
             )
         if run.rows_independent:
