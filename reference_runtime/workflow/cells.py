@@ -132,17 +132,13 @@ def merge_inactive(name, cell, old, new, mask, where) -> np.ndarray:
 
 
 def next_value(carry, cell, grouped: bool, values: dict, merge, bounds, where: str) -> None:
-    """Store carried cell ``carry.cell``'s next value after the body: its ``next`` value,
-    checked against the recurrence; where some rows are inactive (``merge``: the active-row
-    mask), those rows keep their previous values. A service-group cell whose next value is
-    missing keeps its value (the runtime owns it)."""
+    """Store carried cell ``carry.cell``'s next value after the body: its ``next`` value (the
+    body defines it, or it is one from before the body: D29), checked against the recurrence;
+    where some rows are inactive (``merge``: the active-row mask), those rows keep their
+    previous values."""
     name = carry.cell
     old = values[name]
-    new = values.get(carry.next)
-    if new is None:
-        if grouped:
-            return
-        raise RunError("E57", f"{where}: next value {carry.next!r} of cell {name!r} is unavailable")
+    new = values[carry.next]
     check_recurrence(name, cell, old, new, bounds.get(name), grouped, where)
     if merge is None or grouped:
         values[name] = new
