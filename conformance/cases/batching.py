@@ -509,6 +509,33 @@ PROMPT_IN_THE_BODY = Variant(
     "prompt_in_the_body",
 )
 
+# lowered_decoder whose decode loop also carries each row's prompt as a cell `prompt` (int64
+# [batch, prompt_sequence], invariant: its next value is itself): requests whose prompts differ
+# in length hold cells of different extents outside the request axis, so they cannot share a
+# body.
+PROMPT_CARRIED = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "state", "prompt"),
+            {
+                "contract": {
+                    "dtype": "int64",
+                    "rank": 2,
+                    "shape": ["batch", "prompt_sequence"],
+                    "batch_layout": _ROWS,
+                },
+                "scope": "invocation",
+                "class": "semantic",
+                "initializer": "request.prompt_tokens",
+                "recurrence": {"kind": "invariant"},
+            },
+        ),
+        Insert((*_LOOP, "carried"), 0, {"cell": "prompt", "next": "prompt"}),
+    ),
+    "prompt_carried",
+)
+
 CASES = (
     BatchCase(
         "genai_decoder/staggered_ragged",
@@ -687,6 +714,16 @@ CASES = (
         "a carried cell's next value is one from before the body (each row's prompt length, "
         "from the loop's setup): requests sharing a body each take their own",
         variant=NEXT_FROM_BEFORE,
+    ),
+    BatchCase(
+        "lowered_decoder/prompt_carried",
+        "lowered_decoder",
+        3,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "the decode loop carries each row's prompt as a cell: cells of prompts of different "
+        "lengths cannot be stacked into one body",
+        variant=PROMPT_CARRIED,
+        apart="cells of prompts of different lengths cannot be stacked into one body",
     ),
     BatchCase(
         "genai_decoder/empty_before_arrival",
