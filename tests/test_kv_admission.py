@@ -325,7 +325,7 @@ ADMISSION_CASES = sorted(
     for c in catalogue()
     if "kv_admission" in c.features
     and "continuous_batching" not in c.id
-    and c.suite != "batch_counters"
+    and c.suite not in ("batch_counters", "batch_trace")
 )
 
 
