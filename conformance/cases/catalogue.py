@@ -1018,29 +1018,17 @@ def _judge_batch(case: batching.BatchCase):
     return judge
 
 
-def _judge_batch_counters(case: batching.BatchCase):
+def _judge_served_record(case: batching.BatchCase, problems_of, passed: str):
+    """A serve whose schedule holds, judged by ``problems_of(case, served)`` (what the serve
+    reports beside its results: counters, the per-step trace)."""
+
     def judge(runtime: Runtime, root: Path) -> Outcome:
         try:
             served = _serve(runtime, root, case)
         except Refused as exc:
             return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
         problems = batching.schedule_problems(case, served)
-        problems = problems or batching.counter_problems(case, served)
-        return _served_outcome(problems, "one run of the loop body per batch step; the "
-                               "counters agree with the schedule")  # fmt: skip
-
-    return judge
-
-
-def _judge_batch_trace(case: batching.BatchCase):
-    def judge(runtime: Runtime, root: Path) -> Outcome:
-        try:
-            served = _serve(runtime, root, case)
-        except Refused as exc:
-            return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
-        problems = batching.schedule_problems(case, served)
-        problems = problems or batching.trace_problems(case, served)
-        return _served_outcome(problems, "the batch trace agrees with the schedule")
+        return _served_outcome(problems or problems_of(case, served), passed)
 
     return judge
 
@@ -1177,10 +1165,16 @@ def batching_catalogue() -> list[Case]:
              _judge_batch_parity(case), ("parity", *sampled)),
             (f"batch_counters/{case.id}", "batch_counters",
              "requests decoding at one step share its one run of the loop body; the counters "
-             "agree with the schedule", _judge_batch_counters(case), ("batch_counters",)),
+             "agree with the schedule",
+             _judge_served_record(case, batching.counter_problems, "one run of the loop body "
+                                  "per batch step; the counters agree with the schedule"),
+             ("batch_counters",)),
             (f"batch_trace/{case.id}", "batch_trace",
              "each step's record (slots, accepted_len, liveness bit, runs of the body) agrees "
-             "with the schedule", _judge_batch_trace(case), ("batch_trace",)),
+             "with the schedule",
+             _judge_served_record(case, batching.trace_problems,
+                                  "the batch trace agrees with the schedule"),
+             ("batch_trace",)),
         ):  # fmt: skip
             cases.append(Case(ident, suite, (*features, *extra), expected + notes, build, judge))
     return cases
