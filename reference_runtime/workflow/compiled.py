@@ -292,8 +292,8 @@ def compile_carries(interpreter: Interpreter, step: LoopStep) -> Callable:
     writes a cell's name). While every row is active, a next value that plainly keeps the
     cell's recurrence is stored at once: an invariant cell's with its dtype and shape, a
     bounded cell's within its bound, a uniformly growing cell's grown by its one increment.
-    Everything else (per-row growth, inactive-row merges, a missing next value, any doubt) goes
-    through :func:`cells.next_value`, which checks it and reports errors."""
+    Everything else (per-row growth, inactive-row merges, any doubt) goes through
+    :func:`cells.next_value`, which checks it and reports errors."""
     carried = []
     for carry in step.carried:
         cell = interpreter.wf.state[carry.cell]
@@ -307,9 +307,8 @@ def compile_carries(interpreter: Interpreter, step: LoopStep) -> Callable:
             continue
         lines += [
             f"        old = values[{carry.cell!r}]",
-            f"        new = values.get({carry.next!r})",
-            f"        if new is not None and (new.dtype is old.dtype or new.dtype == old.dtype) "
-            f"and {keeps}:",
+            f"        new = values[{carry.next!r}]",
+            f"        if (new.dtype is old.dtype or new.dtype == old.dtype) and {keeps}:",
             f"            values[{carry.cell!r}] = new",
             "        else:",
             f"            {update}",
