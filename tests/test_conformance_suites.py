@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conformance import goldens
+from conformance.cases import batching
 from conformance.cases.catalogue import catalogue
 from conformance.certify import certify
 from conformance.protocol import Refused, decode_result, encode_result
@@ -248,3 +249,20 @@ def test_contract_counters_pass_the_reference():
 def test_contract_counters_fail_a_runtime_that_miscounts(runtime, case, words):
     status, text = statuses(f"python:{__name__}:{runtime}", [case])[case]
     assert status == "failed" and words in text, text
+
+
+def test_a_served_result_without_outputs_reaches_the_judge_over_json_lines():
+    """The transport passes a served result without ``outputs`` on as it came, so the rows
+    suite reports it rather than the transport failing on it."""
+    from conformance.runtimes.subprocess import SubprocessRuntime
+
+    runtime = object.__new__(SubprocessRuntime)
+    bare = {"index": 0, "admitted": 0, "finished": 1, "slot": 0, "tokens": [5]}
+    encoded = {**bare, "outputs": {"y": {"dtype": "int64", "shape": [1], "base64": "BwAAAAAAAAA="}}}
+    runtime._call = lambda method, params: {"results": [bare, encoded]}
+    first, second = runtime.serve("h1", [], 1)
+    assert first == bare
+    assert second["outputs"]["y"].tolist() == [7]
+    assert batching.output_problems([{"outputs": {}}], [first]) == [
+        "request 0: the served result carries no outputs"
+    ]
