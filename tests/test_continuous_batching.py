@@ -470,7 +470,7 @@ def test_served_cases_need_the_feature():
         "batch_trace",
     }  # fmt: skip
     assert all("batch_counters" in c.features for c in cases if c.suite == "batch_counters")
-    assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124"}
+    assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124", "D85", "E57"}
 
 
 class _Serves:
@@ -496,6 +496,91 @@ def test_the_refusal_cases_fail_a_runtime_that_serves(name, tmp_path):
 
     outcome = _judge(case_id, ReferenceRuntime(), tmp_path / "again")
     assert outcome.passed, outcome.got
+
+
+class _Apart:
+    """A runtime that serves each request by running it alone (what a serve that runs
+    requests apart gives), with ``alter`` applied to what it serves."""
+
+    def __init__(self, alter=None):
+        from conformance.runtimes.reference import ReferenceRuntime
+
+        self.inner = ReferenceRuntime()
+        self.alter = alter or (lambda served: served)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def serve(self, handle, requests, slots):
+        served = []
+        for i, request in enumerate(requests):
+            alone = self.inner.run(handle, {k: v for k, v in request.items() if k != "arrival"})
+            served.append(
+                {
+                    "index": i,
+                    "tokens": alone["tokens"][0],
+                    "finish_reason": alone["finish_reasons"][0],
+                    "outputs": alone["outputs"],
+                    "events": alone["events"],
+                }
+            )
+        return self.alter(served)
+
+
+def _first_row_for_all(served):
+    """Every request publishes the first request's row (one row cut for each from the rows
+    the shared body made: row 1 of four is still the first request's)."""
+    return [{**s, "outputs": {**s["outputs"], "repeated": served[0]["outputs"]["repeated"]}}
+            for s in served]  # fmt: skip
+
+
+class _RefusesOtherwise:
+    def __init__(self, code):
+        from conformance.runtimes.reference import ReferenceRuntime
+
+        self.inner, self.code = ReferenceRuntime(), code
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def serve(self, handle, requests, slots):
+        from conformance.protocol import Refused
+
+        raise Refused("run", "refused for another reason", self.code)
+
+
+@pytest.mark.parametrize("name", ["repeated_published", "repeated_carried", "scalar_published"])
+def test_a_body_value_without_a_row_per_request_is_refused_or_run_apart(name, tmp_path):
+    case_id = f"fail_closed/continuous_batching/{name}"
+    from conformance.runtimes.reference import ReferenceRuntime
+
+    outcome = _judge(case_id, ReferenceRuntime(), tmp_path / "reference")
+    assert outcome.passed and outcome.got.startswith("refused"), outcome.got
+    outcome = _judge(case_id, _Apart(), tmp_path / "apart")
+    assert outcome.passed and "served apart" in outcome.got, outcome.got
+    outcome = _judge(case_id, _RefusesOtherwise("H84"), tmp_path / "other")
+    assert not outcome.passed and outcome.kind == "wrong_code", outcome.got
+
+
+@pytest.mark.parametrize("name", ["repeated_published", "repeated_carried"])
+def test_a_serve_that_cuts_a_row_each_anyway_fails(name, tmp_path):
+    outcome = _judge(
+        f"fail_closed/continuous_batching/{name}", _Apart(_first_row_for_all), tmp_path
+    )
+    assert not outcome.passed and "output 'repeated' differs" in outcome.got, outcome.got
+
+
+def test_the_reference_refuses_a_body_value_without_a_row_per_request(tmp_path):
+    from conformance.cases.batching import REPEATED_PUBLISHED
+
+    engine = Engine.from_dir(REPEATED_PUBLISHED.materialise(tmp_path))
+    request = {"prompt": [[5, 6, 7]], "max_new_tokens": 2}
+    assert engine.run(**request).outputs["repeated"].tolist() == [3]
+    with pytest.raises(RunError) as caught:
+        list(engine.serve([request, request], slots=2))
+    assert caught.value.code == "D85"
+    assert "has 4 rows on the request axis of output 'repeated'" in caught.value.message
+    assert "the 2 request(s) sharing this body need 2" in caught.value.message
 
 
 # ------------------------------------------------------------------ the command line

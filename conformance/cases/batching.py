@@ -31,7 +31,10 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   admits each request of ``fit_at_arrival`` (those that fit at once) at its arrival;
 - ``fail_closed/continuous_batching/<case>``: serving a package whose
   ``model.runtime_configurable.continuous_batching`` is false, or over no slots, is refused
-  (H124) before anything is served.
+  (H124) before anything is served; and a serve whose shared body makes a request-aligned
+  value of one row for several requests (``UNCUT``) is refused (D85 published, E57 carried:
+  no row can be cut for each request), unless the runtime runs those requests apart, each
+  equal to its solo run.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ class BatchCase:
     # Whether the body binds the batch component's accepted_len (each decoder here accepts one
     # token per step: 1 for a slot that ran the body, 0 for one that sat the step out).
     accepted_len: bool = True
+    # The code a serve that shares the body refuses with (the body makes a request-aligned
+    # value with no row for each request); None: it serves.
+    refused: str | None = None
 
 
 def _rows(run: str, request: int, arrivals) -> tuple[Source, ...]:
@@ -536,6 +542,115 @@ PROMPT_CARRIED = Variant(
     "prompt_carried",
 )
 
+# lowered_decoder whose decode body also runs a graph `repeat` that reads each row's prompt
+# length (`prefill.sequence_lengths`, int64 [batch]) and repeats each row once per row of the
+# batch (B rows become B * B, request-aligned: rows 0..B-1 hold row 0's length). Alone, a
+# request's one row is its own; two requests sharing the body get four rows, and no two can be
+# cut for them (cutting one row each would give the second request the first's length): a
+# serve must refuse it (upstream, continuous_batching: "reject if this cannot be guaranteed")
+# or run the requests apart. `REPEATED_PUBLISHED` publishes the value to a per-row output
+# `repeated` (D85); `REPEATED_CARRIED` carries it as the next value of a cell `repeated`,
+# published after the loop (E57).
+_REPEATED = {"dtype": "int64", "rank": 1, "shape": ["rows"], "batch_layout": _ROWS}
+
+
+def _repeat_graph() -> bytes:
+    """``repeat``: ``lengths`` [B] to ``repeated`` [B * B], each row B times in turn."""
+    node = helper.make_node
+    model = contract_graph(
+        "repeat",
+        {"lengths": _LENGTHS},
+        {"repeated": _REPEATED},
+        [
+            node("Shape", ["lengths"], ["b"]),
+            node("Concat", ["b", "b"], ["square"], axis=0),
+            node("Unsqueeze", ["lengths", "last"], ["column"]),
+            node("Expand", ["column", "square"], ["spread"]),
+            node("Reshape", ["spread", "flat"], ["repeated"]),
+        ],
+        {"last": np.array([1], np.int64), "flat": np.array([-1], np.int64)},
+    )
+    return model.SerializeToString()
+
+
+_REPEAT = (
+    WriteFile("repeat.onnx", _repeat_graph()),
+    Set(
+        (*_WF, "components", "repeat"),
+        {
+            "implementation": {"kind": "onnx", "artifact": "repeat.onnx"},
+            "ports": {"inputs": {"lengths": _LENGTHS}, "outputs": {"repeated": _REPEATED}},
+        },
+    ),
+    Set(
+        (*_WF, "outputs", "repeated"),
+        {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
+    ),
+    Insert(
+        (*_LOOP, "steps"),
+        0,
+        {
+            "kind": "invoke",
+            "component": "repeat",
+            "inputs": {"lengths": "prefill.sequence_lengths"},
+            "outputs": {"repeated": "step.repeated"},
+        },
+    ),
+)
+REPEATED_PUBLISHED = Variant(
+    "lowered_decoder",
+    (
+        *_REPEAT,
+        Insert(
+            (*_LOOP, "steps"),
+            1,
+            {"kind": "emit", "value": "step.repeated", "output": "repeated", "mode": "replace"},
+        ),
+    ),
+    "repeated_published",
+)
+REPEATED_CARRIED = Variant(
+    "lowered_decoder",
+    (
+        *_REPEAT,
+        Set(
+            (*_WF, "state", "repeated"),
+            {
+                "contract": _LENGTHS,
+                "scope": "invocation",
+                "class": "semantic",
+                "initializer": "package.zero",
+                "recurrence": {"kind": "invariant"},
+            },
+        ),
+        Insert((*_LOOP, "carried"), 0, {"cell": "repeated", "next": "step.repeated"}),
+        Insert(
+            (*_WF, "steps"),
+            1,
+            {"kind": "emit", "value": "repeated", "output": "repeated", "mode": "replace"},
+        ),
+    ),
+    "repeated_carried",
+)
+# SHARED_ITERATION whose body also publishes its iteration number (a value of no request axis)
+# to an output `index` (int64 []): served, no request can take a row of its own (D85).
+SCALAR_PUBLISHED = Variant(
+    "lowered_decoder",
+    (
+        *SHARED_ITERATION.ops,
+        Set(
+            (*_WF, "outputs", "index"),
+            {"contract": {"dtype": "int64", "rank": 0}, "role": "tensor", "stage": "pre_adapter"},
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            0,
+            {"kind": "emit", "value": "step.index", "output": "index", "mode": "replace"},
+        ),
+    ),
+    "scalar_published",
+)
+
 CASES = (
     BatchCase(
         "genai_decoder/staggered_ragged",
@@ -788,6 +903,44 @@ NOT_SERVABLE = Mutation(
     "not_servable",
 )
 NO_SLOTS = ("genai_decoder", 0)
+
+
+# Refused while serving, unless run apart: requests that share the body get a value of one row
+# for all of them, published (D85) or carried (E57). Alone, each request runs; a serve that runs
+# them apart passes when each equals its solo run. Suite `fail_closed`
+# (`fail_closed/continuous_batching/<case>`).
+UNCUT = (
+    BatchCase(
+        "lowered_decoder/repeated_published",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "the body publishes a value of B * B rows (each row's prompt length, once per row of "
+        "the batch) to a per-row output: two requests sharing the body get four rows",
+        variant=REPEATED_PUBLISHED,
+        refused="D85",
+    ),
+    BatchCase(
+        "lowered_decoder/repeated_carried",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "the body carries a value of B * B rows (each row's prompt length, once per row of "
+        "the batch) as a per-row cell's next value: two requests sharing the body get four rows",
+        variant=REPEATED_CARRIED,
+        refused="E57",
+    ),
+    BatchCase(
+        "lowered_decoder/scalar_published",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        "the body publishes its iteration number, a value of no request axis: no request "
+        "can take a row of its own",
+        variant=SCALAR_PUBLISHED,
+        refused="D85",
+    ),
+)
 
 
 def run_case(run_id: str) -> RunCase:

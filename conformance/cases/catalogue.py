@@ -1066,18 +1066,38 @@ def _judge_batch_rows(case: batching.BatchCase):
             served = _serve(runtime, root, case)
         except Refused as exc:
             return Outcome(False, f"refused [{exc.code}]: {exc.message}", "refused")
-        solo = execute(runtime, batching.solo_run(case), root)
-        want = []
-        for i, result in enumerate(solo):
-            if result.get("error"):
-                return Outcome(False, f"request {i} alone was refused [{result['error']}]",
-                               "refused")  # fmt: skip
-            want.append(
-                {"tokens": result["tokens"][0], "finish_reason": result["finish_reasons"][0]}
-            )
-        problems = batching.result_problems(want, served)
-        problems += batching.output_problems(solo, served)
-        return _served_outcome(problems, "each served request equals its solo run")
+        return _solo_outcome(runtime, root, case, served, "each served request equals its solo run")
+
+    return judge
+
+
+def _solo_outcome(runtime: Runtime, root: Path, case, served: list[dict], passed: str) -> Outcome:
+    """Each served request against the runtime's own run of it alone."""
+    solo = execute(runtime, batching.solo_run(case), root)
+    want = []
+    for i, result in enumerate(solo):
+        if result.get("error"):
+            return Outcome(False, f"request {i} alone was refused [{result['error']}]",
+                           "refused")  # fmt: skip
+        want.append({"tokens": result["tokens"][0], "finish_reason": result["finish_reasons"][0]})
+    problems = batching.result_problems(want, served)
+    problems += batching.output_problems(solo, served)
+    return _served_outcome(problems, passed)
+
+
+def _judge_uncut(case: batching.BatchCase):
+    """Refused with the case's code, or served apart with each request equal to its solo run."""
+
+    def judge(runtime: Runtime, root: Path) -> Outcome:
+        try:
+            served = _serve(runtime, root, case)
+        except Refused as exc:
+            if case.refused in refusal_codes(exc.code):
+                return Outcome(True, f"refused [{exc.code}]")
+            return Outcome(False, f"refused [{exc.code}], not {case.refused}: {exc.message}",
+                           "wrong_code")  # fmt: skip
+        return _solo_outcome(runtime, root, case, served,
+                             "served apart: each request equals its solo run")  # fmt: skip
 
     return judge
 
@@ -1140,6 +1160,20 @@ def batching_catalogue() -> list[Case]:
                 build,
                 _judge_not_served(slots),
                 "H124",
+            )
+        )
+    for case in batching.UNCUT:
+        features = (*package_features(load_document(case.package)), "run", batching.FEATURE)
+        cases.append(
+            Case(
+                f"fail_closed/continuous_batching/{case.id.split('/')[-1]}",
+                "fail_closed",
+                (*features, "rule_codes"),
+                f"refused ({case.refused}) while serving, or served apart with each request "
+                f"equal to its solo run: {case.notes}",
+                case.variant.materialise,
+                _judge_uncut(case),
+                case.refused,
             )
         )
     for case in batching.CASES:

@@ -156,14 +156,21 @@ class SlotOutputs:
 
     def emit(self, step, value, when, valid_length, symbols, where, active_rows=()) -> None:
         output = self.declared[step.output]
-        axis = output.contract.request_axis or 0
+        axis = output.contract.request_axis
         factor = _factor(output.contract)
         n = len(self.occupants)
+        if axis is None:
+            raise RunError(
+                "D85",
+                f"{where}: value {step.value!r} has no request axis (output {step.output!r} "
+                f"is shared), so no request served in the batch can take a row of its own",
+            )
         if value.ndim <= axis or value.shape[axis] != n * factor:
             raise RunError(
                 "D85",
                 f"{where}: value {step.value!r} has {value.shape[axis] if value.ndim > axis else 0}"
-                f" rows on the request axis of output {step.output!r}, but the batch has {n}",
+                f" rows on the request axis of output {step.output!r}, but the {n} request(s) "
+                f"sharing this body need {n * factor}: no row can be cut for each",
             )
         for r, occupant in enumerate(self.occupants):
             index = [slice(None)] * value.ndim
@@ -499,7 +506,9 @@ class BatchServer:
                 raise RunError(
                     "E57",
                     f"{self.where}: next value {carry.next!r} of cell {carry.cell!r} has "
-                    f"{new.shape[axis] if new.ndim > axis else 0} rows; the batch has {rows}",
+                    f"{new.shape[axis] if new.ndim > axis else 0} rows on its request axis, but "
+                    f"the {rows} request(s) sharing this body need {rows * factor}: no row can "
+                    f"be cut for each",
                 )
             index = [slice(None)] * new.ndim
             index[axis] = slice(r * factor, (r + 1) * factor)

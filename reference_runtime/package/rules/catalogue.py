@@ -1206,8 +1206,9 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
     _r("E57", "recurrence-violation",
        "A carried update breaks the cell's recurrence (dtype, rank, an invariant shape, growth "
        "by other than `increment`, beyond `max`), or rows of mixed activity on a cell without a "
-       "request axis.",
-       "Make the body produce the next value the recurrence declares.", phase="run"),
+       "request axis; or, served, a next value without one row per request sharing the body.",
+       "Make the body produce the next value the recurrence declares, row for row.",
+       phase="run"),
     _r("E58", "session-required",
        "The workflow has session-scoped state but the request carries no session id, the "
        "session id is unknown (closed or never created), or a run of that session is in flight "
@@ -1230,8 +1231,10 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
     _r("D85", "bad-emit-value",
        "An emit's `when`/`valid_length` is not a bool/integer of rank <= 1 with one value or one "
        "per row, a `valid_length` exceeds the value's extent, or an appended chunk does not "
-       "match what the output holds.",
-       "Emit per-row controls with one entry per row and lengths within the value.",
+       "match what the output holds; or, served, a value emitted in the loop body without one "
+       "row per request sharing it (or with no request axis).",
+       "Emit per-row controls with one entry per row and lengths within the value; in a served "
+       "body, emit request-aligned values computed row by row.",
        phase="run"),
     _r("C86", "component-failed",
        "A component failed while running (its executor raised), or an adapter refused its "
