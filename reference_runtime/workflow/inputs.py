@@ -176,13 +176,13 @@ def prompt_array(name: str, prompt, contract: TensorContract) -> np.ndarray:
 
 def _longest_row(prompt) -> int:
     """The token count of the longest row of a prompt (0 when there is none): token rows as
-    ``requests.PromptPreparer.check`` leaves them (a list of rows, or an array), or text (whose
-    length only matters as not None: ``InputBinder.unbound``)."""
+    ``requests.PromptPreparer`` leaves them (a list of at least one row, or an array: a
+    prompt-token input given as ``inputs``, of any shape until the binder checks it)."""
     if prompt is None:
         return 0
     if isinstance(prompt, np.ndarray):
         return int(prompt.shape[-1]) if prompt.ndim else 0
-    return max((len(row) for row in prompt), default=0)
+    return max(len(row) for row in prompt)
 
 
 def literal(name: str, value, contract: TensorContract, shape: tuple[int, ...]) -> np.ndarray:
