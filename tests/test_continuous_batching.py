@@ -470,7 +470,7 @@ def test_served_cases_need_the_feature():
         "batch_trace",
     }  # fmt: skip
     assert all("batch_counters" in c.features for c in cases if c.suite == "batch_counters")
-    assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124", "D85", "E57"}
+    assert {c.rule for c in cases if c.suite == "fail_closed"} == {"H124", "H75", "D85", "E57"}
 
 
 class _Serves:
@@ -488,7 +488,10 @@ class _Serves:
         return [{"index": 0, "admitted": 0, "finished": 0, "slot": 0, "tokens": [1]}]
 
 
-@pytest.mark.parametrize("name", ["not_servable", "no_slots"])
+@pytest.mark.parametrize(
+    "name",
+    ["not_servable", "no_slots", "fractional_slots", "negative_arrival", "fractional_arrival"],
+)
 def test_the_refusal_cases_fail_a_runtime_that_serves(name, tmp_path):
     case_id = f"fail_closed/continuous_batching/{name}"
     assert _judge(case_id, _Serves(), tmp_path).kind == "not_refused"

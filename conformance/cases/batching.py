@@ -30,8 +30,9 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
   ``kv_admission``) runs at most ``holds`` requests at once, and at some step that many, and
   admits each request of ``fit_at_arrival`` (those that fit at once) at its arrival;
 - ``fail_closed/continuous_batching/<case>``: serving a package whose
-  ``model.runtime_configurable.continuous_batching`` is false, or over no slots, is refused
-  (H124) before anything is served; and a serve whose shared body makes a request-aligned
+  ``model.runtime_configurable.continuous_batching`` is false, or over slots that are not a
+  whole number from 1 (H124), or a request arriving at a step that is not a whole number
+  from 0 (H75), is refused before anything is served; and a serve whose shared body makes a request-aligned
   value of one row for several requests (``UNCUT``) is refused (D85 published, E57 carried:
   no row can be cut for each request), unless the runtime runs those requests apart, each
   equal to its solo run.
@@ -902,7 +903,15 @@ NOT_SERVABLE = Mutation(
     "model.runtime_configurable",
     "not_servable",
 )
-NO_SLOTS = ("genai_decoder", 0)
+# Serves refused before anything is served, on genai_decoder: (name, package, slots, the one
+# request's arrival, code, what). Slots are a whole number from 1 to the batch component's
+# max_slots (H124); an arrival is a whole number of steps from 0 (H75).
+SERVED_REFUSALS = (
+    ("no_slots", "genai_decoder", 0, 0, "H124", "serving over 0 slots"),
+    ("fractional_slots", "genai_decoder", 1.5, 0, "H124", "serving over 1.5 slots"),
+    ("negative_arrival", "genai_decoder", 1, -1, "H75", "a request arriving at step -1"),
+    ("fractional_arrival", "genai_decoder", 1, 0.5, "H75", "a request arriving at step 0.5"),
+)
 
 
 # Refused while serving, unless run apart: requests that share the body get a value of one row

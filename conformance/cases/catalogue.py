@@ -1125,15 +1125,17 @@ def _judge_batch_parity(case: batching.BatchCase):
     return judge
 
 
-def _judge_not_served(slots: int):
+def _judge_not_served(slots, arrival, code: str):
     def judge(runtime: Runtime, root: Path) -> Outcome:
         handle = runtime.load(str(root))
+        request = {"prompt": [[5, 6, 7]], "max_new_tokens": 2, "arrival": arrival}
         try:
-            served = runtime.serve(handle, [{"prompt": [[5, 6, 7]], "max_new_tokens": 2}], slots)
+            served = runtime.serve(handle, [request], slots)
         except Refused as exc:
-            if "H124" in refusal_codes(exc.code):
+            if code in refusal_codes(exc.code):
                 return Outcome(True, f"refused [{exc.code}]")
-            return Outcome(False, f"refused [{exc.code}], not H124: {exc.message}", "wrong_code")
+            return Outcome(False, f"refused [{exc.code}], not {code}: {exc.message}",
+                           "wrong_code")  # fmt: skip
         finally:
             runtime.close(handle)
         return Outcome(False, f"served {len(served)} request(s) without refusal", "not_refused")
@@ -1145,21 +1147,21 @@ def batching_catalogue() -> list[Case]:
     cases = []
     refusals = (
         (batching.NOT_SERVABLE.note, batching.NOT_SERVABLE.base, batching.NOT_SERVABLE.materialise,
-         1, f"a package that may not be batched ({batching.NOT_SERVABLE.describe()})"),
-        ("no_slots", batching.NO_SLOTS[0], _copy_base(batching.NO_SLOTS[0]), batching.NO_SLOTS[1],
-         "serving over 0 slots"),
+         1, 0, "H124", f"a package that may not be batched ({batching.NOT_SERVABLE.describe()})"),
+        *((name, package, _copy_base(package), slots, arrival, code, what)
+          for name, package, slots, arrival, code, what in batching.SERVED_REFUSALS),
     )  # fmt: skip
-    for name, base, build, slots, what in refusals:
+    for name, base, build, slots, arrival, code, what in refusals:
         features = (*package_features(load_document(base)), "run", batching.FEATURE, "rule_codes")
         cases.append(
             Case(
                 f"fail_closed/continuous_batching/{name}",
                 "fail_closed",
                 features,
-                f"refused (H124) before anything is served: {what}",
+                f"refused ({code}) before anything is served: {what}",
                 build,
-                _judge_not_served(slots),
-                "H124",
+                _judge_not_served(slots, arrival, code),
+                code,
             )
         )
     for case in batching.UNCUT:
