@@ -100,3 +100,32 @@ def test_show_marks_overrides_the_command_line_cannot_spell(tmp_path, capsys):
                          text=True, check=True)  # fmt: skip
     refused = [line for line in run.stdout.splitlines() if "refused C21" in line]
     assert len(refused) == len(json.loads((dest / "requests.json").read_text())) - 1
+
+
+class UncountedReplacement(ReferenceRuntime):
+    """Counts a replacement's runs under the component it replaces (as if it had not run)."""
+
+    def __init__(self):
+        super().__init__(executor="native")
+
+    def run(self, handle, request):
+        result = super().run(handle, request)
+        counters = result["diagnostics"]["counters"]
+        invocations = {c: dict(e) for c, e in counters["invocations"].items()}
+        for target, replacement in (request.get("overrides") or {}).items():
+            for executor, n in invocations.pop(replacement, {}).items():
+                invocations.setdefault(target, {})[executor] = n
+        result["diagnostics"] = {"counters": {**counters, "invocations": invocations}}
+        return result
+
+
+def uncounted_replacement():
+    return UncountedReplacement()
+
+
+def test_the_executor_case_counts_a_replacement_one_for_one():
+    case = f"executor/{APPLIED}"
+    assert statuses("reference:native", [case])[case][0] == "passed"
+    status, got = statuses(f"python:{__name__}:uncounted_replacement", [case])[case]
+    assert status == "failed"
+    assert "overriding 'scale' with 'shift' counts 2 invocation(s) of 'scale' and 0" in got

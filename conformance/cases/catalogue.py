@@ -430,10 +430,42 @@ def _foreign_executors(results: list[dict], invoked: set[str]) -> list[str]:
     return problems
 
 
+def _invocations(result: dict, component: str) -> int:
+    counters = (result.get("diagnostics") or {}).get("counters") or {}
+    return sum(((counters.get("invocations") or {}).get(component) or {}).values())
+
+
+def _override_counts(runtime: Runtime, run: RunCase, root: Path) -> list[str]:
+    """An override replaces one for one: each request of the case that overrides components
+    (run alone, on a fresh load) counts no invocation of a component it overrides and as many
+    of its replacement as the same request without overrides counts of the component."""
+    problems = []
+    for i, request in enumerate(run.requests):
+        overrides = request.get("overrides") or {}
+        if not overrides or request.get("session_id") is not None:
+            continue
+        plain = {**request, "overrides": None}
+        (replaced,) = execute(runtime, RunCase(run.id, run.package, (request,)), root)
+        (alone,) = execute(runtime, RunCase(run.id, run.package, (plain,)), root)
+        if replaced.get("error") or alone.get("error"):
+            continue
+        for target, replacement in overrides.items():
+            want, got = _invocations(alone, target), _invocations(replaced, replacement)
+            if _invocations(replaced, target) or got != want:
+                problems.append(
+                    f"request {i}: overriding {target!r} with {replacement!r} counts "
+                    f"{_invocations(replaced, target)} invocation(s) of {target!r} and {got} of "
+                    f"{replacement!r}; without the override {target!r} runs {want} time(s)"
+                )
+    return problems
+
+
 def _judge_native_executor(run: RunCase):
     def judge(runtime: Runtime, root: Path) -> Outcome:
         invoked = always_invoked(read_document(root))
         problems = _foreign_executors(_run_results(run, execute(runtime, run, root)), invoked)
+        if overriding(run):
+            problems += _override_counts(runtime, run, root)
         return _verdict(problems, "native sessions only, every invocation counted")
 
     return judge
