@@ -326,6 +326,50 @@ NESTED_EMIT = Variant(
     "nested_emit",
 )
 
+# lowered_decoder whose decode body also runs a loop of one pass that carries a cell `lengths`
+# (int64 [batch]) starting from a value from before the decode loop (its carried `initial`:
+# `prefill.sequence_lengths`, each row's prompt length) and publishes it to an output `lengths`
+# (replaced at each step): the start value of a nested loop's cell is read by the body too.
+NESTED_CARRIED = Variant(
+    "lowered_decoder",
+    (
+        Set(
+            (*_WF, "state", "lengths"),
+            {
+                "contract": _LENGTHS,
+                "scope": "invocation",
+                "class": "semantic",
+                "initializer": "package.zero",
+                "recurrence": {"kind": "invariant"},
+            },
+        ),
+        Set(
+            (*_WF, "outputs", "lengths"),
+            {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
+        ),
+        Insert(
+            (*_LOOP, "steps"),
+            0,
+            {
+                "kind": "loop",
+                "steps": [
+                    {"kind": "emit", "value": "lengths", "output": "lengths", "mode": "replace"}
+                ],
+                "continue_when": "package.active",
+                "max_iterations": "package.one",
+                "carried": [
+                    {
+                        "cell": "lengths",
+                        "next": "lengths",
+                        "initial": "prefill.sequence_lengths",
+                    }
+                ],
+            },
+        ),
+    ),
+    "nested_carried",
+)
+
 # lowered_decoder whose body also publishes each token to an output `continuing` from a loop
 # of one pass nested in it, which a row enters only while it goes on (`step.active`): a row
 # publishes there every token but the one it stops at. Rows that stop at different steps share
@@ -801,6 +845,16 @@ CASES = (
         "their tokens: the first two rows stop two steps before the third, so at their last "
         "step the nested loop runs for the third row alone, and they publish nothing there",
         variant=CONTINUING,
+    ),
+    BatchCase(
+        "lowered_decoder/nested_carried",
+        "lowered_decoder",
+        2,
+        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 1, 1)),
+        "a loop nested in the decode body carries a cell starting from each row's prompt "
+        "length (a value from before the decode loop) and publishes it: requests sharing a "
+        "body each publish their own",
+        variant=NESTED_CARRIED,
     ),
     BatchCase(
         "lowered_decoder/expanded_cell",
