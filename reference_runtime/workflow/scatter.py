@@ -22,10 +22,6 @@ def check_scatter_bounds(groups, component: str, inputs: dict, values: dict, cou
                 "E56", f"{where}: capacity {update.capacity!r} of group {gname!r} is unavailable"
             )
         capacity = scalar_int(cap_value, f"capacity of group {gname!r}", "E56")
-        if capacity <= 0:
-            raise RunError(
-                "E56", f"{where}: capacity of group {gname!r} is {capacity}, not positive"
-            )
         axis = group.sequence_axis
         for cell_name, alias in group.ports.get(component, {}).items():
             value = inputs.get(alias.input)

@@ -1199,9 +1199,10 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "of rank <= 1; an iteration value shadows another value or its shape cannot be resolved.",
        "Feed the loop an integer bound >= 0 and a bool predicate.", phase="run"),
     _r("E56", "scatter-out-of-bounds",
-       "Before an `indexed_scatter` write: a capacity <= 0, a buffer whose extent is not the "
-       "capacity, a destination outside [0, capacity) (negatives included), or a logical "
-       "length outside [0, capacity]. The component is not run.",
+       "Before an `indexed_scatter` write: a capacity that is unavailable (an optional input "
+       "not given) or not an integer scalar, a buffer whose extent is not the capacity, a "
+       "destination outside [0, capacity) (negatives included), or a logical length outside "
+       "[0, capacity]. The component is not run.",
        "Keep write indices and lengths inside the declared capacity.", phase="run"),
     _r("E57", "recurrence-violation",
        "A carried update breaks the cell's recurrence (dtype, rank, an invariant shape, growth "
