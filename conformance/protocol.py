@@ -28,8 +28,8 @@ JSON-lines form):
 - ``create_session(handle) -> str``, ``reset_session(handle, sid)``, ``close_session(handle, sid)``.
 - ``serve(handle, requests, slots) -> list[dict]`` (only for a runtime declaring
   ``continuous_batching``): serve one-row requests (each a ``run`` request without
-  ``session_id``, plus ``arrival``, the batch step from which it may be admitted) in one
-  continuous batch of ``slots`` slots; one result per request in the order they finished:
+  ``session_id``, plus ``arrival``, the batch step from which it may be admitted, 0 when
+  absent) in one continuous batch of ``slots`` slots; one result per request in the order they finished:
   ``{"index", "admitted", "finished", "slot", "tokens", "finish_reason", "outputs",
   "events"}`` (``index``: the request's position; ``admitted`` / ``finished``: the batch steps
   it entered and left its slot; ``tokens``: its one row; ``outputs`` / ``events``: as ``run``

@@ -58,12 +58,18 @@ FEATURE = "continuous_batching"
 
 @dataclass(frozen=True)
 class Source:
-    """Row ``row`` of request ``request`` of run case ``run``, arriving at step ``arrival``."""
+    """Row ``row`` of request ``request`` of run case ``run``, arriving at step ``arrival``
+    (None: the served request gives no ``arrival``, so it arrives at step 0)."""
 
     run: str
     request: int
     row: int
-    arrival: int
+    arrival: int | None
+
+    @property
+    def step(self) -> int:
+        """The step it arrives at."""
+        return 0 if self.arrival is None else self.arrival
 
 
 @dataclass(frozen=True)
@@ -896,6 +902,17 @@ CASES = (
         apart="cells of prompts of different lengths cannot be stacked into one body",
     ),
     BatchCase(
+        "genai_decoder/arrival_left_out",
+        "genai_decoder",
+        1,
+        (
+            Source("genai_decoder/greedy_ragged_batch", 0, 1, 2),
+            Source("genai_decoder/greedy_ragged_batch", 0, 0, None),
+        ),
+        "the second request gives no arrival, so it arrives at step 0: admitted into the one "
+        "slot at once, before the first, which arrives at step 2 and waits for the slot",
+    ),
+    BatchCase(
         "genai_decoder/empty_before_arrival",
         "genai_decoder",
         2,
@@ -1017,7 +1034,8 @@ def requests(case: BatchCase) -> list[dict]:
         run = run_case(source.run)
         solo = solo_request(run, dict(run.requests[source.request]), source.row)
         solo.pop("session_id", None)
-        solo["arrival"] = source.arrival
+        if source.arrival is not None:
+            solo["arrival"] = source.arrival
         out.append(solo)
     return out
 
@@ -1061,7 +1079,7 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
         return [f"served indices {indices}, expected each of 0..{len(case.sources) - 1} once"]
     spans = []
     for s in served:
-        i, arrival = s["index"], case.sources[s["index"]].arrival
+        i, arrival = s["index"], case.sources[s["index"]].step
         admitted, finished, slot = s.get("admitted"), s.get("finished"), s.get("slot")
         if not all(isinstance(v, int) for v in (admitted, finished, slot)):
             problems.append(f"request {i}: admitted/finished/slot are not integers")
@@ -1097,7 +1115,7 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
             )
     if case.kv_budget is None:
         for a, _, _, i in spans:
-            arrival = case.sources[i].arrival
+            arrival = case.sources[i].step
             held = sum(a2 <= arrival <= f2 for a2, f2, _, j in spans if j != i)
             if a > arrival and held < case.slots:
                 problems.append(
@@ -1106,11 +1124,11 @@ def schedule_problems(case: BatchCase, served: list[dict]) -> list[str]:
                 )
     for s in served:
         i = s["index"]
-        if i in case.fit_at_arrival and s["admitted"] != case.sources[i].arrival:
+        if i in case.fit_at_arrival and s["admitted"] != case.sources[i].step:
             problems.append(
                 f"request {i} admitted at step {s['admitted']}: its KV fits the budget beside "
                 f"the others admitted before it, so it is admitted at its arrival "
-                f"({case.sources[i].arrival})"
+                f"({case.sources[i].step})"
             )
     return problems
 
