@@ -32,10 +32,10 @@ golden holds (a row of a golden equals its solo run: the ``rows`` suite holds it
 - ``fail_closed/continuous_batching/<case>``: serving a package whose
   ``model.runtime_configurable.continuous_batching`` is false, or over slots that are not a
   whole number from 1 (H124), or a request arriving at a step that is not a whole number
-  from 0 (H75), is refused before anything is served; and a serve whose shared body makes a request-aligned
-  value of one row for several requests (``UNCUT``) is refused (D85 published, E57 carried:
-  no row can be cut for each request), unless the runtime runs those requests apart, each
-  equal to its solo run.
+  from 0 (H75), is refused before anything is served; and a serve whose shared body makes a
+  request-aligned value without one row per request (``UNCUT``: four rows for two, or no
+  request axis) is refused (D85 published, E57 carried: no row can be cut for each request),
+  unless the runtime runs those requests apart, each equal to its solo run.
 """
 
 from __future__ import annotations
