@@ -222,10 +222,6 @@ class Interpreter:
         limit = self.iteration_limit(step, frame, where)
         bounds = self.enter_cells(step, frame, where)
         iteration = step.iteration
-        if iteration is not None and iteration.value in frame.values:
-            raise RunError(
-                "D44", f"{where}: iteration value {iteration.value!r} shadows an existing value"
-            )
         # How many bodies each row was active for: bodies with every row active are counted
         # once; the masks of the others are summed per row.
         full_iterations, partial, width = 0, None, 1

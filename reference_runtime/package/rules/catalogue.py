@@ -1196,7 +1196,7 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        "Add a `default` case, or make the predicate one of the case keys.", phase="run"),
     _r("D44", "bad-loop-control",
        "`max_iterations` is negative or not one integer; `continue_when` is not a non-empty bool "
-       "of rank <= 1; an iteration value shadows another value or its shape cannot be resolved.",
+       "of rank <= 1; an iteration value's shape cannot be resolved.",
        "Feed the loop an integer bound >= 0 and a bool predicate.", phase="run"),
     _r("E56", "scatter-out-of-bounds",
        "Before an `indexed_scatter` write: a capacity that is unavailable (an optional input "
