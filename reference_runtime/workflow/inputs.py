@@ -412,7 +412,7 @@ class InputBinder:
         values = dict(direct)
         for name in sorted(scalars):
             contract = wf.inputs[name].contract
-            shape = self.resolved_shape(contract, symbols)
+            shape = self.resolved_shape(name, contract, symbols)
             values[name] = literal(name, scalars[name], contract, shape)
             check(name, values[name], contract, symbols, f"input {name!r}")
         for name, inp in wf.inputs.items():
@@ -501,13 +501,18 @@ class InputBinder:
         return f"Pass {', '.join(ways)}."
 
     @staticmethod
-    def resolved_shape(contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
+    def resolved_shape(name: str, contract: TensorContract, symbols: Symbols) -> tuple[int, ...]:
         """The shape a literal or request scalar materialises at: symbols bound so far give
         their extents (a ``[batch]`` default gets one value per row); a symbol nothing bound
         yet becomes 1."""
         if contract.rank == 0:
             return ()
-        if contract.shape is None:
-            raise _request_error("a rank > 0 literal needs its contract's shape", code="H75")
+        if contract.shape is None:  # a literal's default has one (B82): a request scalar
+            raise _request_error(
+                f"input {name!r} would take a request value (a keyword, or its role's "
+                f"default), but its contract, of rank {contract.rank}, declares no shape to "
+                "give it",
+                f"Pass {name!r} in inputs as an array, or declare its contract's shape.",
+            )
         resolved = (symbols.resolve(d) for d in contract.shape)
         return tuple(1 if extent is None else extent for extent in resolved)
