@@ -109,6 +109,29 @@ _WF = ("pipeline", "workflow")
 _LOOP = (*_WF, "steps", 0)  # the lowered decode loop
 _ROWS = {"kind": "request_aligned", "axis": 0}
 _LENGTHS = {"dtype": "int64", "rank": 1, "shape": ["batch"], "batch_layout": _ROWS}
+
+
+def _cell(name: str, contract: dict, initializer: str) -> Set:
+    """A workflow cell of the invocation, semantic and invariant."""
+    return Set(
+        (*_WF, "state", name),
+        {
+            "contract": contract,
+            "scope": "invocation",
+            "class": "semantic",
+            "initializer": initializer,
+            "recurrence": {"kind": "invariant"},
+        },
+    )
+
+
+def _output(name: str, contract: dict) -> Set:
+    """A workflow output published as a tensor, before any adapter."""
+    return Set(
+        (*_WF, "outputs", name), {"contract": contract, "role": "tensor", "stage": "pre_adapter"}
+    )
+
+
 # lowered_decoder (model_io_decoder lowered to its workflow: the same tokens) edited as an
 # author might write its decode loop: the loop numbers its iterations (`step.index`, int64
 # [batch]: one per row, each row its own count); two branches on a value without a request
@@ -136,17 +159,13 @@ AUTHORED_LOOP = Variant(
             },
         ),
         Delete((*_WF, "outputs", "finish_reasons")),
-        Set(
-            (*_WF, "outputs", "steps"),
+        _output(
+            "steps",
             {
-                "contract": {
-                    "dtype": "int64",
-                    "rank": 1,
-                    "shape": ["batch"],
-                    "batch_layout": _ROWS,
-                },
-                "role": "tensor",
-                "stage": "pre_adapter",
+                "dtype": "int64",
+                "rank": 1,
+                "shape": ["batch"],
+                "batch_layout": _ROWS,
             },
         ),
         Delete((*_WF, "steps", 1)),
@@ -214,20 +233,8 @@ SHARED_ITERATION = Variant(
 NEXT_FROM_BEFORE = Variant(
     "lowered_decoder",
     (
-        Set(
-            (*_WF, "state", "lengths"),
-            {
-                "contract": _LENGTHS,
-                "scope": "invocation",
-                "class": "semantic",
-                "initializer": "package.zero",
-                "recurrence": {"kind": "invariant"},
-            },
-        ),
-        Set(
-            (*_WF, "outputs", "lengths"),
-            {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
-        ),
+        _cell("lengths", _LENGTHS, "package.zero"),
+        _output("lengths", _LENGTHS),
         Insert((*_LOOP, "carried"), 0, {"cell": "lengths", "next": "prefill.sequence_lengths"}),
         Insert(
             (*_WF, "steps"),
@@ -249,17 +256,13 @@ PREFILL_BEFORE_THE_LOOP = Variant(
     (
         Move((*_LOOP, "setup", 0), (*_WF, "steps"), 0),
         Delete((*_WF, "steps", 1, "setup")),
-        Set(
-            (*_WF, "outputs", "prompt_lengths"),
+        _output(
+            "prompt_lengths",
             {
-                "contract": {
-                    "dtype": "int64",
-                    "rank": 1,
-                    "shape": ["batch"],
-                    "batch_layout": _ROWS,
-                },
-                "role": "tensor",
-                "stage": "pre_adapter",
+                "dtype": "int64",
+                "rank": 1,
+                "shape": ["batch"],
+                "batch_layout": _ROWS,
             },
         ),
         Insert(
@@ -339,20 +342,8 @@ NESTED_EMIT = Variant(
 NESTED_CARRIED = Variant(
     "lowered_decoder",
     (
-        Set(
-            (*_WF, "state", "lengths"),
-            {
-                "contract": _LENGTHS,
-                "scope": "invocation",
-                "class": "semantic",
-                "initializer": "package.zero",
-                "recurrence": {"kind": "invariant"},
-            },
-        ),
-        Set(
-            (*_WF, "outputs", "lengths"),
-            {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
-        ),
+        _cell("lengths", _LENGTHS, "package.zero"),
+        _output("lengths", _LENGTHS),
         Insert(
             (*_LOOP, "steps"),
             0,
@@ -383,17 +374,13 @@ NESTED_CARRIED = Variant(
 CONTINUING = Variant(
     "lowered_decoder",
     (
-        Set(
-            (*_WF, "outputs", "continuing"),
+        _output(
+            "continuing",
             {
-                "contract": {
-                    "dtype": "int64",
-                    "rank": 2,
-                    "shape": ["batch", "continuing_sequence"],
-                    "batch_layout": _ROWS,
-                },
-                "role": "tensor",
-                "stage": "pre_adapter",
+                "dtype": "int64",
+                "rank": 2,
+                "shape": ["batch", "continuing_sequence"],
+                "batch_layout": _ROWS,
             },
         ),
         Insert(
@@ -483,20 +470,8 @@ EXPANDED_CELL = Variant(
                 "ports": {"inputs": {"pair": _PAIR}, "outputs": {"next": _PAIR}},
             },
         ),
-        Set(
-            (*_WF, "state", "pair"),
-            {
-                "contract": _PAIR,
-                "scope": "invocation",
-                "class": "semantic",
-                "initializer": "prefill.pair",
-                "recurrence": {"kind": "invariant"},
-            },
-        ),
-        Set(
-            (*_WF, "outputs", "pairs"),
-            {"contract": _PAIR, "role": "tensor", "stage": "pre_adapter"},
-        ),
+        _cell("pair", _PAIR, "prefill.pair"),
+        _output("pairs", _PAIR),
         Insert(
             (*_LOOP, "setup"),
             1,
@@ -539,17 +514,13 @@ EXPANDED_CELL = Variant(
 PROMPT_IN_THE_BODY = Variant(
     "lowered_decoder",
     (
-        Set(
-            (*_WF, "outputs", "prompt"),
+        _output(
+            "prompt",
             {
-                "contract": {
-                    "dtype": "int64",
-                    "rank": 2,
-                    "shape": ["batch", "prompt_sequence"],
-                    "batch_layout": _ROWS,
-                },
-                "role": "tensor",
-                "stage": "pre_adapter",
+                "dtype": "int64",
+                "rank": 2,
+                "shape": ["batch", "prompt_sequence"],
+                "batch_layout": _ROWS,
             },
         ),
         Insert(
@@ -573,20 +544,15 @@ PROMPT_IN_THE_BODY = Variant(
 PROMPT_CARRIED = Variant(
     "lowered_decoder",
     (
-        Set(
-            (*_WF, "state", "prompt"),
+        _cell(
+            "prompt",
             {
-                "contract": {
-                    "dtype": "int64",
-                    "rank": 2,
-                    "shape": ["batch", "prompt_sequence"],
-                    "batch_layout": _ROWS,
-                },
-                "scope": "invocation",
-                "class": "semantic",
-                "initializer": "request.prompt_tokens",
-                "recurrence": {"kind": "invariant"},
+                "dtype": "int64",
+                "rank": 2,
+                "shape": ["batch", "prompt_sequence"],
+                "batch_layout": _ROWS,
             },
+            "request.prompt_tokens",
         ),
         Insert((*_LOOP, "carried"), 0, {"cell": "prompt", "next": "prompt"}),
     ),
@@ -633,10 +599,7 @@ _REPEAT = (
             "ports": {"inputs": {"lengths": _LENGTHS}, "outputs": {"repeated": _REPEATED}},
         },
     ),
-    Set(
-        (*_WF, "outputs", "repeated"),
-        {"contract": _LENGTHS, "role": "tensor", "stage": "pre_adapter"},
-    ),
+    _output("repeated", _LENGTHS),
     Insert(
         (*_LOOP, "steps"),
         0,
@@ -664,16 +627,7 @@ REPEATED_CARRIED = Variant(
     "lowered_decoder",
     (
         *_REPEAT,
-        Set(
-            (*_WF, "state", "repeated"),
-            {
-                "contract": _LENGTHS,
-                "scope": "invocation",
-                "class": "semantic",
-                "initializer": "package.zero",
-                "recurrence": {"kind": "invariant"},
-            },
-        ),
+        _cell("repeated", _LENGTHS, "package.zero"),
         Insert((*_LOOP, "carried"), 0, {"cell": "repeated", "next": "step.repeated"}),
         Insert(
             (*_WF, "steps"),
@@ -689,10 +643,7 @@ SCALAR_PUBLISHED = Variant(
     "lowered_decoder",
     (
         *SHARED_ITERATION.ops,
-        Set(
-            (*_WF, "outputs", "index"),
-            {"contract": {"dtype": "int64", "rank": 0}, "role": "tensor", "stage": "pre_adapter"},
-        ),
+        _output("index", {"dtype": "int64", "rank": 0}),
         Insert(
             (*_LOOP, "steps"),
             0,
