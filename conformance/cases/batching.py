@@ -940,36 +940,40 @@ SERVED_REFUSALS = (
 # for all of them, published (D85) or carried (E57). Alone, each request runs; a serve that runs
 # them apart passes when each equals its solo run. Suite `fail_closed`
 # (`fail_closed/continuous_batching/<case>`).
-UNCUT = (
-    BatchCase(
-        "lowered_decoder/repeated_published",
+def _uncut(name: str, variant: Variant, code: str, notes: str) -> BatchCase:
+    """Two requests of different prompts sharing one body over two slots, then a third."""
+    return BatchCase(
+        f"lowered_decoder/{name}",
         "lowered_decoder",
         2,
         _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+        notes,
+        variant=variant,
+        refused=code,
+    )
+
+
+UNCUT = (
+    _uncut(
+        "repeated_published",
+        REPEATED_PUBLISHED,
+        "D85",
         "the body publishes a value of B * B rows (each row's prompt length, once per row of "
         "the batch) to a per-row output: two requests sharing the body get four rows",
-        variant=REPEATED_PUBLISHED,
-        refused="D85",
     ),
-    BatchCase(
-        "lowered_decoder/repeated_carried",
-        "lowered_decoder",
-        2,
-        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+    _uncut(
+        "repeated_carried",
+        REPEATED_CARRIED,
+        "E57",
         "the body carries a value of B * B rows (each row's prompt length, once per row of "
         "the batch) as a per-row cell's next value: two requests sharing the body get four rows",
-        variant=REPEATED_CARRIED,
-        refused="E57",
     ),
-    BatchCase(
-        "lowered_decoder/scalar_published",
-        "lowered_decoder",
-        2,
-        _rows("model_io_decoder/greedy_ragged_batch", 0, (0, 0, 1)),
+    _uncut(
+        "scalar_published",
+        SCALAR_PUBLISHED,
+        "D85",
         "the body publishes its iteration number, a value of no request axis: no request "
         "can take a row of its own",
-        variant=SCALAR_PUBLISHED,
-        refused="D85",
     ),
 )
 

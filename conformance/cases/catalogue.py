@@ -451,11 +451,12 @@ def _override_counts(runtime: Runtime, run: RunCase, root: Path) -> list[str]:
             continue
         for target, replacement in overrides.items():
             want, got = _invocations(alone, target), _invocations(replaced, replacement)
-            if _invocations(replaced, target) or got != want:
+            left = _invocations(replaced, target)
+            if left or got != want:
                 problems.append(
-                    f"request {i}: overriding {target!r} with {replacement!r} counts "
-                    f"{_invocations(replaced, target)} invocation(s) of {target!r} and {got} of "
-                    f"{replacement!r}; without the override {target!r} runs {want} time(s)"
+                    f"request {i}: overriding {target!r} with {replacement!r} counts {left} "
+                    f"invocation(s) of {target!r} and {got} of {replacement!r}; without the "
+                    f"override {target!r} runs {want} time(s)"
                 )
     return problems
 
