@@ -351,6 +351,31 @@ def test_the_control_run_selects_the_cases_that_run_a_mutants_lines():
     assert control.select(mutant((29, 31)), everything) == [b, c, a]
 
 
+def test_the_cases_that_killed_a_neighbour_are_tried_first(monkeypatch):
+    """A mutant tries first the cases that killed mutants of its function (latest first), then
+    of its module, at most ``HINTS`` of them and only among its own cases; the rest keep their
+    order."""
+    control = mutation.Control(None, print)
+    pairs = [("s", c) for c in "abcdefg"]
+
+    def mutant(file, function):
+        return mutation.Mutant("m", file, 1, 0, 1, "constant", "", "", False, function)
+
+    assert control.hinted(mutant("f.py", 10), pairs) == pairs
+    control.killed(mutant("f.py", 10), ("s", "e"))
+    control.killed(mutant("f.py", 20), ("s", "f"))
+    control.killed(mutant("f.py", 10), ("s", "c"))
+    control.killed(mutant("g.py", 10), ("s", "g"))
+    control.killed(mutant("f.py", 20), ("s", "b"))
+    order = "".join(c for _, c in control.hinted(mutant("f.py", 10), pairs))
+    assert order == "ceb" + "adfg"  # its function's killers (c, e), then its module's (b)
+    monkeypatch.setattr(mutation, "HINTS", 1)
+    assert [c for _, c in control.hinted(mutant("f.py", 20), pairs)][:2] == ["b", "a"]
+    monkeypatch.undo()
+    assert [c for _, c in control.hinted(mutant("f.py", 10), pairs[:2])] == ["b", "a"]
+    assert [c for _, c in control.hinted(mutant("h.py", 10), pairs)] == list("abcdefg")
+
+
 def _run_tool(tmp_path, *args):
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "mutation.py"), "--report-dir", str(tmp_path),

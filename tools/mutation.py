@@ -57,7 +57,9 @@ default a *control run* first certifies the unmutated copy on every one of them 
 ``--jobs`` children), recording which lines of the runtime each case runs (a ``sys.settrace``
 tracing only the runtime's frames); a mutant then runs only the cases that run one of its lines
 (all of them for code run at import or while a runtime opens), cheapest first, and stops at the
-first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. A
+first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. The
+cases that killed earlier mutants of the same function, then of the same module, are tried first
+(at most ``HINTS``): the verdict is the same in any order, only sooner. A
 case that fails in the control run is never used. The control run is cached in
 ``--report-dir`` (``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/,
 fixtures/, goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and
@@ -266,6 +268,9 @@ SUITE_SECONDS = {
 # (in the control run, or by SUITE_SECONDS); and WALL_FACTOR times that in wall-clock time
 # (a mutant that hangs without computing).
 BASE_TIMEOUT, TIMEOUT_FACTOR, WALL_FACTOR = 30.0, 5.0, 10.0
+# A mutant tries first at most HINTS of the cases that killed mutants of its function or module
+# (killers cluster: the checks of one function are mostly caught by the same few cases).
+HINTS = 3
 # What the control run records and how (part of its cache key): change it with either.
 CONTROL_FORMAT = "lines-1"
 
@@ -1437,6 +1442,8 @@ class Control:
         self.at_open: dict[str, set[int]] = defaultdict(set)  # lines run opening a runtime
         self.failing: dict[tuple[str, str], str] = {}
         self.confirmed: dict[tuple[str, str], bool] = {}
+        # the cases that killed mutants so far, latest last: by (file, function), by file
+        self.killers: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
         self.log = log
         self.note = ""
 
@@ -1520,6 +1527,25 @@ class Control:
             chosen = [p for p in pairs if p in hit]
         return sorted(chosen, key=lambda p: self.seconds[p])
 
+    def hinted(self, mutant: Mutant, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``pairs`` with up to ``HINTS`` of them first: those that killed a mutant of the same
+        function, then of the same module, latest first. A mutant is killed when any of its
+        cases fails, so the order changes only how soon (and which case is named)."""
+        among = set(pairs)
+        first: list[tuple[str, str]] = []
+        for key in ((mutant.file, mutant.function), (mutant.file,)):
+            for pair in reversed(self.killers.get(key, ())):
+                if pair in among and pair not in first and len(first) < HINTS:
+                    first.append(pair)
+        return first + [p for p in pairs if p not in first]
+
+    def killed(self, mutant: Mutant, pair: tuple[str, str]) -> None:
+        for key in ((mutant.file, mutant.function), (mutant.file,)):
+            seen = self.killers[key]
+            if pair in seen:
+                seen.remove(pair)
+            seen.append(pair)
+
     def confirm(self, pair: tuple[str, str]):
         """Whether the case passes on the unmutated runtime (no coverage: checked on a kill); a
         generator, as :func:`run_mutant`."""
@@ -1553,6 +1579,7 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
         estimate = sum(control.seconds[p] for p in pairs)
     else:
         pairs = [p for p in pairs if control.confirmed.get(p, True)]
+    pairs = control.hinted(mutant, pairs)
     if mutant.caught_by and mutant.caught_by in pairs:
         pairs = [mutant.caught_by, *(p for p in pairs if p != mutant.caught_by)]
     if max_cases is not None and len(pairs) > max_cases:
@@ -1580,6 +1607,7 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
         if coverage or data["case"] not in cases or (yield from control.confirm(pair)):
             out.status, out.case, out.spec = "killed", data["case"], data["spec"]
             out.got, out.note = data["got"], ""
+            control.killed(mutant, pair)
             break
         pairs = [p for p in pairs if p != pair]  # the case fails anyway: try the rest
     out.seconds = round(time.perf_counter() - start, 2)
