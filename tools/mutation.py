@@ -133,7 +133,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository: conformance/, fixtures/, goldens/
 
 from conformance.cases.catalogue import catalogue  # noqa: E402
-from conformance.certify import certify, judge  # noqa: E402
+from conformance.certify import catalogue_size, certify, judge  # noqa: E402
 
 PACKAGE = "reference_runtime"
 EQUIVALENT_FILE = ROOT / "tools" / "mutation_equivalent.yaml"
@@ -1132,6 +1132,7 @@ class Workspace:
         compileall.compile_dir(self.package, quiet=1,
                                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)  # fmt: skip
         self.cases = {c.id: c for c in catalogue()}
+        catalogue_size()  # built here once: each child's certify() calls read it
         self.spawned = 0
         self._warm_up()
 
