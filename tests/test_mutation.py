@@ -347,8 +347,11 @@ def test_the_control_run_selects_the_cases_that_run_a_mutants_lines():
     assert control.select(mutant((11, 11)), [a, b]) == []
     assert control.select(mutant((20, 21)), everything) == []
     assert control.select(mutant((20, 20), import_time=True), everything) == [b, c, a]
-    assert control.select(mutant((1, 1)), everything) == [b, c, a]
+    assert control.select(mutant((1, 1)), everything) == [b, a, c]  # a runs lines 10 and 12
     assert control.select(mutant((29, 31)), everything) == [b, c, a]
+    # in turn with the cheapest: the cases running the lines near the change that few run
+    control.covers["f.py"].update({40: [a, b, c], 45: [a], 60: [c]})
+    assert control.select(mutant((40, 40)), everything) == [b, a, c]
 
 
 def test_the_cases_that_killed_a_neighbour_are_tried_first(monkeypatch):

@@ -56,11 +56,12 @@ that can notice it (``--case`` keeps only the cases whose id matches one of its 
 default a *control run* first certifies the unmutated copy on every one of them (over
 ``--jobs`` children), recording which lines of the runtime each case runs (a ``sys.settrace``
 tracing only the runtime's frames); a mutant then runs only the cases that run one of its lines
-(all of them for code run at import or while a runtime opens), cheapest first, and stops at the
-first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. The
-cases that killed earlier mutants of the same function, then of the same module, are tried first
-(at most ``HINTS``): the verdict is the same in any order, only sooner. A
-case that fails in the control run is never used. The control run is cached in
+(all of them for code run at import or while a runtime opens), the cheapest and those running
+the rare lines near the change (``NEAR``) in turn, and stops at the first failing case
+(``certify(..., fail_fast=True)``); no case at all when none runs them. The cases that killed
+earlier mutants of the same function, then of the same module, are tried first (at most
+``HINTS``): the verdict is the same in any order, only sooner. A case that fails in the control
+run is never used. The control run is cached in
 ``--report-dir`` (``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/,
 fixtures/, goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and
 ``CONTROL_FORMAT``): a run with the same KEY reuses the cases it holds and runs only those it
@@ -271,6 +272,9 @@ BASE_TIMEOUT, TIMEOUT_FACTOR, WALL_FACTOR = 30.0, 5.0, 10.0
 # A mutant tries first at most HINTS of the cases that killed mutants of its function or module
 # (killers cluster: the checks of one function are mostly caught by the same few cases).
 HINTS = 3
+# A mutant's cases are taken in turn cheapest first and by how rarely cases run the lines from
+# its change to NEAR lines past it (1/n for a line n cases run, summed).
+NEAR = 12
 # What the control run records and how (part of its cache key): change it with either.
 CONTROL_FORMAT = "lines-1"
 
@@ -1517,16 +1521,27 @@ class Control:
 
     def select(self, mutant: Mutant, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The candidate pairs that passed the control run and run one of the mutant's lines
-        (all of them for code run at import or when a runtime opens), cheapest first."""
+        (all of them for code run at import or when a runtime opens): the cheapest and the
+        rarest on its lines in turn."""
         span = range(mutant.span[0], mutant.span[1] + 1)
         opened = self.at_open.get(mutant.file, ())
+        by_line = self.covers.get(mutant.file, {})
         if mutant.import_time or self.ws.ran_at_import(mutant) or any(i in opened for i in span):
             chosen = [p for p in pairs if p in self.seconds]
         else:
-            by_line = self.covers.get(mutant.file, {})
             hit = {p for line in span for p in by_line.get(line, ())}
             chosen = [p for p in pairs if p in hit]
-        return sorted(chosen, key=lambda p: self.seconds[p])
+        cheapest = sorted(chosen, key=lambda p: self.seconds[p])
+        # The cases that run the lines at and after the change that few cases run (its rarer
+        # branches), taken in turn with the cheapest: a change that matters only on a rare
+        # path is found there, one that matters everywhere by the cheapest cases.
+        rarity: dict[tuple[str, str], float] = defaultdict(float)
+        for line in range(mutant.span[0], mutant.span[1] + NEAR):
+            running = by_line.get(line, ())
+            for pair in running:
+                rarity[pair] += 1 / len(running)
+        rarest = sorted(cheapest, key=lambda p: -rarity[p])  # stable: the cheapest first in a tie
+        return list(dict.fromkeys(p for two in zip(cheapest, rarest, strict=True) for p in two))
 
     def hinted(self, mutant: Mutant, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """``pairs`` with up to ``HINTS`` of them first: those that killed a mutant of the same
