@@ -176,6 +176,14 @@ class OutputStore:
             if name in self.per_row:
                 # A per-row output always lists every row; a row that published nothing is None.
                 streams = [_published(s) for s in self.rows.get(name, [])]
+                # Each row's stream, whole, against the contract (its request axis holds the
+                # row's own rows; its symbols bind for that row alone): an append grows it
+                # along an axis no emission checks.
+                axis = output.contract.request_axis
+                for r, stream in enumerate(streams):
+                    if stream is not None:
+                        check(name, stream, output.contract, symbols.copy(),
+                              f"output {name!r}, row {r}", free_axes=(axis,))  # fmt: skip
                 if self.batch is not None and len(streams) < self.batch:
                     streams += [None] * (self.batch - len(streams))
                 if streams:
