@@ -1595,12 +1595,13 @@ def run_mutant(ws: Workspace, control: Control, mutant: Mutant, pairs, coverage:
         estimate = sum(control.seconds[p] for p in pairs)
     else:
         pairs = [p for p in pairs if control.confirmed.get(p, True)]
-    pairs = control.hinted(mutant, pairs)
     if mutant.caught_by and mutant.caught_by in pairs:
         pairs = [mutant.caught_by, *(p for p in pairs if p != mutant.caught_by)]
     if max_cases is not None and len(pairs) > max_cases:
         pairs = pairs[:max_cases]
         out.note = f"its first {max_cases} cases passed (--max-cases)"
+    # within the cases chosen (which must not depend on what ran before): sooner, not other
+    pairs = control.hinted(mutant, pairs)
     if not coverage:
         estimate = sum(SUITE_SECONDS.get(ws.cases[cid].suite, 0.3) for _, cid in pairs)
     timeout = BASE_TIMEOUT + TIMEOUT_FACTOR * estimate
