@@ -176,13 +176,14 @@ class OutputStore:
             if name in self.per_row:
                 # A per-row output always lists every row; a row that published nothing is None.
                 streams = [_published(s) for s in self.rows.get(name, [])]
-                # Each row's stream, whole, against the contract (its request axis holds the
-                # row's own rows; its symbols bind for that row alone): an append grows it
-                # along an axis no emission checks.
+                # Each row's stream, whole, against the contract's fixed extents: an append
+                # grows it along an axis no emission checks. Its request axis holds the row's
+                # own rows, and its symbols bind for that row alone (rows cut by valid_length
+                # differ in length; every other axis was checked against the scope as emitted).
                 axis = output.contract.request_axis
                 for r, stream in enumerate(streams):
                     if stream is not None:
-                        check(name, stream, output.contract, symbols.copy(),
+                        check(name, stream, output.contract, Symbols(symbols.dynamic),
                               f"output {name!r}, row {r}", free_axes=(axis,))  # fmt: skip
                 if self.batch is not None and len(streams) < self.batch:
                     streams += [None] * (self.batch - len(streams))
