@@ -177,7 +177,7 @@ class SlotOutputs:
             index[axis] = slice(r * factor, (r + 1) * factor)
             row_when = _row(when, r, n)
             row_length = _row(valid_length, r, n)
-            masks = [m[r : r + 1] for m in active_rows if m.size == n]
+            masks = [m[r : r + 1] if m.size == n else m for m in active_rows]
             frame = occupant.frame
             frame.outputs.emit(
                 step, value[tuple(index)], row_when, row_length, frame.symbols, where, masks

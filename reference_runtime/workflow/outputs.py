@@ -99,7 +99,7 @@ class OutputStore:
         axis_r, chunk_axis, free, before_row, before_chunk = layout
         rows = value.shape[axis_r]
         guard = _row_control(when, rows, "when", where)
-        inactive = _inactive_rows(active_rows, rows) if active_rows else None
+        inactive = _inactive_rows(active_rows, rows, where) if active_rows else None
         lengths = _row_control(valid_length, rows, "valid_length", where)
         if self.batch is None:
             self.batch = rows
@@ -196,14 +196,20 @@ class OutputStore:
         return out
 
 
-def _inactive_rows(masks, rows: int) -> np.ndarray | None:
+def _inactive_rows(masks, rows: int, where: str) -> np.ndarray | None:
     """Rows an enclosing loop marks inactive this iteration (an inactive row appends nothing,
-    docs/runtime.md); a mask whose length does not match the rows is not row-aligned. (A
-    per-row output is request_aligned, D41: one row per request row.)"""
+    docs/runtime.md). A loop's mask is here only while some of its rows are inactive; one that
+    has not one flag per row cannot say which rows those are (D85). (A per-row output is
+    request_aligned, D41: one row per request row.)"""
     inactive = None
     for mask in masks:
-        if mask.size != rows or mask.all():
-            continue
+        if mask.size != rows:
+            raise RunError(
+                "D85",
+                f"{where}: an enclosing loop's continue_when holds {mask.size} flags, some "
+                f"false, for {rows} rows: a per-row emit cannot tell which rows are inactive",
+                hint="Give the loop a predicate with one flag per request row (or one flag).",
+            )
         inactive = ~mask if inactive is None else inactive | ~mask
     return inactive
 

@@ -1231,11 +1231,13 @@ RUN_RULE_LIST: tuple[Rule, ...] = (
        phase="run"),
     _r("D85", "bad-emit-value",
        "An emit's `when`/`valid_length` is not a bool/integer of rank <= 1 with one value or one "
-       "per row, a `valid_length` exceeds the value's extent, or an appended chunk does not "
-       "match what the output holds; or, served, a value emitted in the loop body without one "
+       "per row, a `valid_length` exceeds the value's extent, an appended chunk does not "
+       "match what the output holds, or an enclosing loop's predicate marks some row inactive "
+       "without one flag per row; or, served, a value emitted in the loop body without one "
        "row per request sharing it (or with no request axis).",
-       "Emit per-row controls with one entry per row and lengths within the value; in a served "
-       "body, emit request-aligned values computed row by row.",
+       "Emit per-row controls with one entry per row and lengths within the value, inside "
+       "loops whose predicates have one flag per row; in a served body, emit request-aligned "
+       "values computed row by row.",
        phase="run"),
     _r("C86", "component-failed",
        "A component failed while running (its executor raised), or an adapter refused its "
