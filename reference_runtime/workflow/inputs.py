@@ -303,8 +303,8 @@ class InputBinder:
                 )
             if keyword == "max_new_tokens" and value < 0:
                 raise _request_error(
-                    f"{show(keyword, value)} is negative: it bounds the workflow's loop "
-                    "(max_iterations), which cannot run a negative number of times",
+                    f"{show(keyword, value)} is negative: a request cannot ask for fewer "
+                    "than 0 new tokens (nor a loop it bounds run a negative number of times)",
                     f"Pass {name(keyword)} >= 0 (0 generates nothing).",
                     code="D44",
                 )
