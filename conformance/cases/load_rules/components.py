@@ -83,6 +83,12 @@ _EMPTY_OPERAND = _NAMED.replace(
     b'node { input: "count" output: "next" op_type: "Identity" }',
     b'node { input: "count" input: "" output: "next" op_type: "Add" }',
 )
+# ... an operator ONNX does not define, with an operand left empty (no schema says whether
+# that operand is required: ONNX's checker refuses the operator)
+_UNKNOWN_OP_EMPTY_OPERAND = _NAMED.replace(
+    b'node { input: "count" output: "next" op_type: "Identity" }',
+    b'node { input: "" input: "count" output: "next" op_type: "NoSuchOperator" }',
+)
 _DEFAULT_OF_ANOTHER_RANK = _NAMED.replace(
     b'  name: "counter"\n',
     b'  name: "counter"\n  initializer { name: "count" data_type: 7 dims: 2 int64_data: 1 '
@@ -663,6 +669,8 @@ MUTATIONS = (
     Mutation("C104", "kv_decoder", _counter(_OPSET_ZERO), COUNTER, "ONNX operator set 0"),
     Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND), COUNTER,
              "required operand left empty"),
+    Mutation("C104", "kv_decoder", _counter(_UNKNOWN_OP_EMPTY_OPERAND), COUNTER,
+             "operator ONNX does not define, with an operand left empty"),
     Mutation("C105", "kv_decoder", _counter(_SHORT_CONSTANT_IN_A_FUNCTION), COUNTER,
              "constant in a model-local function shorter than its dimensions"),
     Mutation("C104", "kv_decoder", _counter(_SPARSE_OF_NOTHING), COUNTER,
