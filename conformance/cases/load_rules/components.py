@@ -89,6 +89,11 @@ _UNKNOWN_OP_EMPTY_OPERAND = _NAMED.replace(
     b'node { input: "count" output: "next" op_type: "Identity" }',
     b'node { input: "" input: "count" output: "next" op_type: "NoSuchOperator" }',
 )
+# ... an operand left empty past the last one its operator defines
+_EMPTY_OPERAND_PAST_THE_SCHEMA = _NAMED.replace(
+    b'node { input: "count" output: "next" op_type: "Identity" }',
+    b'node { input: "count" input: "" output: "next" op_type: "Identity" }',
+)
 _DEFAULT_OF_ANOTHER_RANK = _NAMED.replace(
     b'  name: "counter"\n',
     b'  name: "counter"\n  initializer { name: "count" data_type: 7 dims: 2 int64_data: 1 '
@@ -671,6 +676,8 @@ MUTATIONS = (
              "required operand left empty"),
     Mutation("C104", "kv_decoder", _counter(_UNKNOWN_OP_EMPTY_OPERAND), COUNTER,
              "operator ONNX does not define, with an operand left empty"),
+    Mutation("C104", "kv_decoder", _counter(_EMPTY_OPERAND_PAST_THE_SCHEMA), COUNTER,
+             "operand left empty past the last its operator defines"),
     Mutation("C105", "kv_decoder", _counter(_SHORT_CONSTANT_IN_A_FUNCTION), COUNTER,
              "constant in a model-local function shorter than its dimensions"),
     Mutation("C104", "kv_decoder", _counter(_SPARSE_OF_NOTHING), COUNTER,
