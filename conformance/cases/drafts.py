@@ -14,8 +14,8 @@ own beside the target's copy). Suites:
   empty row, and its raw finish code may differ, where the finish reason does not);
 - ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
   (H91): vocabularies of different sizes, a draft with a shorter context, a model.io draft that
-  leaves its graph's attention mask undeclared, a genai draft whose graph takes no mask,
-  a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
+  leaves its graph's attention mask undeclared, a genai draft whose graph takes no mask, a
+  genai draft with no KV cache, a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
   the document gives the draft); and a draft attached to a workflow package, which declares
   its own proposer, is refused with any code (a misuse of the load call, not a rule broken).
 """
@@ -135,6 +135,14 @@ REFUSALS = (
         Pair("genai_decoder", "genai_decoder",
              draft_ops=(WriteFile("model.onnx", kv_decoder_graph(
                  {"key": HEAD_MAJOR, "value": HEAD_MAJOR}, mask=False)),)),
+    ),
+    # ... and a draft with no KV cache at all (no layer; its graph takes no past)
+    Refusal(
+        "draft_without_a_kv_cache",
+        Pair("genai_decoder", "genai_decoder",
+             draft_ops=(WriteFile("model.onnx", kv_decoder_graph({})),
+                        EditJson("genai_config.json",
+                                 (Set(("model", "decoder", "num_hidden_layers"), 0),)))),
     ),
     Refusal(
         "target_graph_under_draft",
