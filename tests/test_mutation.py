@@ -439,6 +439,20 @@ def test_coverage_runs_only_the_cases_that_execute_a_mutant_and_is_cached(tmp_pa
     }
 
 
+def test_each_case_records_the_cached_computations_it_needs(tmp_path):
+    """ONNX Runtime's operator registry is computed once a process (``functools.cache``): the
+    control run clears it before each case, so the case that needs it last (an operator set
+    imported past the newest version, the one the mutant stops checking) records its lines
+    too, not only the first case of the process, and is a candidate for the mutant."""
+    registry = "package/ort_operators.py::_registry::removed_statement#1"
+    got, _ = _run_tool(tmp_path, "--target=package/ort_operators.py", f"--mutant={registry}",
+                       "--case=fail_closed/C125-kv_decoder-com.microsoft_*", "--jobs=1")  # fmt: skip
+    assert (got[registry]["status"], got[registry]["case"]) == (
+        "killed",
+        "fail_closed/C125-kv_decoder-com.microsoft_imported_beyond_its_newest_version",
+    )
+
+
 def test_the_ci_sample_kill_rate_holds_the_floor(tmp_path):
     """Certifies the committed sample's mutants (a subprocess: the tool imports its own copy of
     the runtime) and compares the kill rate with the floor, which may only rise."""

@@ -55,10 +55,11 @@ Which cases certify a mutant: its module's group (``GROUPS``) names the runtime 
 that can notice it (``--case`` keeps only the cases whose id matches one of its patterns). By
 default a *control run* first certifies the unmutated copy on every one of them (over
 ``--jobs`` children), recording which lines of the runtime each case runs (a ``sys.settrace``
-tracing only the runtime's frames); a mutant then runs only the cases that run one of its lines
-(all of them for code run at import or while a runtime opens), the cheapest and those running
-the rare lines near the change (``NEAR``) in turn, and stops at the first failing case
-(``certify(..., fail_fast=True)``); no case at all when none runs them. The cases that killed
+tracing only the runtime's frames; the runtime's caches but ``KEPT_CACHES`` are cleared before
+each case, so each records the cached computations it needs); a mutant then runs only the
+cases that run one of its lines (all of them for code run at import or while a runtime opens),
+the cheapest and those running the rare lines near the change (``NEAR``) in turn, and stops at
+the first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them. The cases that killed
 earlier mutants of the same function, then of the same module, are tried first (at most
 ``HINTS``): the verdict is the same in any order, only sooner. A case that fails in the control
 run is never used. The control run is cached in
@@ -276,7 +277,13 @@ HINTS = 3
 # its change to NEAR lines past it (1/n for a line n cases run, summed).
 NEAR = 12
 # What the control run records and how (part of its cache key): change it with either.
-CONTROL_FORMAT = "lines-1"
+CONTROL_FORMAT = "lines-2"
+# The runtime's cached functions (functools.cache / lru_cache) whose results the control run
+# keeps from one case to the next: compiling the document schema costs about 0.3 s, and its
+# few lines run in every load. Every other cache is cleared before each case, so that each
+# case records the lines of the cached computations it needs, not only the first case to
+# need them in its process (which alone would then be a candidate for their mutants).
+KEPT_CACHES = ("package/structure.py::_validator",)
 
 
 @dataclass(frozen=True)
@@ -1175,6 +1182,31 @@ class Workspace:
     def close(self) -> None:
         self.tmp.cleanup()
 
+    def caches(self) -> list:
+        """The runtime's cached functions but ``KEPT_CACHES``, as their cache wrappers."""
+        found, kept = {}, set()
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) or ""
+            if not (name == PACKAGE or name.startswith(PACKAGE + ".")) or not path.startswith(
+                self.prefix
+            ):
+                continue
+            for obj in vars(module).values():
+                code = getattr(getattr(obj, "__wrapped__", None), "__code__", None)
+                if code is None or not callable(getattr(obj, "cache_clear", None)):
+                    continue
+                if not code.co_filename.startswith(self.prefix):
+                    continue
+                key = f"{code.co_filename[len(self.prefix) :]}::{code.co_qualname}"
+                if key in KEPT_CACHES:
+                    kept.add(key)
+                else:
+                    found[id(obj)] = obj
+        missing = set(KEPT_CACHES) - kept
+        if missing:
+            raise MutationError(f"KEPT_CACHES names no cached function: {', '.join(missing)}")
+        return list(found.values())
+
     def ran_at_import(self, mutant: Mutant) -> bool:
         lines = self.at_import.get(mutant.file, ())
         return any(line in lines for line in range(mutant.span[0], mutant.span[1] + 1))
@@ -1403,7 +1435,10 @@ def _control_work(ws: Workspace, pairs: list[tuple[str, str]], label: str) -> di
     tracer = LineTracer(ws.prefix)
     out: dict = {"cases": [], "open": {}}
     runtimes = {}
+    caches = ws.caches()
     for n, (spec, cid) in enumerate(pairs, 1):
+        for cached in caches:
+            cached.cache_clear()
         if spec not in runtimes:
             with tracer:
                 runtime = open_runtime(spec)
