@@ -81,7 +81,7 @@ def test_lowering_is_byte_identical_across_processes():
 @needs_tiny
 def test_lowered_document_validates_and_declares_runtime_kv(tmp_path):
     text = lower(TINY)
-    assert validate_package(TINY, lowered=text) == []
+    assert validate_package(TINY) == []  # the folder, lowered to `text` as it loads
     workflow = yaml.safe_load(text)["pipeline"]["workflow"]
     kv = {k: v for k, v in workflow["state"].items() if v.get("service_group")}
     assert len(kv) == 2 and all(v["management"] == "runtime" for v in kv.values())

@@ -85,12 +85,10 @@ def _sorted(document: dict | None, violations: list[Violation]) -> list[Violatio
 
 
 def _analyse(
-    root: Path, support: RuntimeSupport, lowered: str | None = None, draft=None
+    root: Path, support: RuntimeSupport, draft=None
 ) -> tuple[list[Violation], Package | None]:
     if draft is not None:
-        return _with_draft(root, support, lowered, draft)
-    if lowered is not None:
-        return _lowered(root, support, lowered)
+        return _with_draft(root, support, draft)
     metadata_path = find_metadata(root)
     if metadata_path is None:
         if (root / GENAI_CONFIG).is_file():  # an onnxruntime-genai folder: lowered at load
@@ -119,7 +117,7 @@ def _analyse(
     return _validated(root, support, metadata_path, document, violations)
 
 
-def _with_draft(root: Path, support: RuntimeSupport, lowered: str | None, draft):
+def _with_draft(root: Path, support: RuntimeSupport, draft):
     """A bare decoder lowered with a draft folder (``lowering/speculative.py``): the document
     names the draft's files under ``draft/``, which resolves in that folder alone."""
     metadata = find_metadata(root)
@@ -137,11 +135,10 @@ def _with_draft(root: Path, support: RuntimeSupport, lowered: str | None, draft)
         )
     folder = check_draft_folder(draft).resolve()
     mounts = {DRAFT_FOLDER: folder}
-    if lowered is None:
-        try:
-            lowered = lower(root, draft=folder)
-        except PackageError as exc:
-            return list(exc.violations), None
+    try:
+        lowered = lower(root, draft=folder)
+    except PackageError as exc:
+        return list(exc.violations), None
     return _lowered(root, support, lowered, mounts)
 
 
@@ -199,25 +196,23 @@ def _validated(root, support, metadata_path, document, violations, mounts=None):
 
 
 def validate_package(
-    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None, draft=None
+    path, support: RuntimeSupport = REFERENCE_SUPPORT, draft=None
 ) -> list[Violation]:
     """Every violation of the package at ``path`` (empty when it is valid), in document order."""
-    violations, _ = _analyse(_check_root(path), support, lowered, draft)
+    violations, _ = _analyse(_check_root(path), support, draft)
     return violations
 
 
-def load_package(
-    path, support: RuntimeSupport = REFERENCE_SUPPORT, lowered: str | None = None, draft=None
-) -> Package:
+def load_package(path, support: RuntimeSupport = REFERENCE_SUPPORT, draft=None) -> Package:
     """Load and validate the package at ``path``; raise :class:`PackageError` if refused.
 
-    ``lowered`` is a workflow document derived from the package (see ``reference_runtime.
-    package.lowering``); it is validated in place of a metadata file and never written anywhere.
-    ``draft``, a bare decoder folder, is attached to the bare decoder at ``path`` as its
+    A bare decoder (an onnxruntime-genai folder, a ``model.io`` document) is lowered to a
+    workflow document (``reference_runtime.package.lowering``), validated in place of a
+    metadata file and never written anywhere. ``draft``, a bare decoder folder, is attached to the bare decoder at ``path`` as its
     speculative draft (docs/lowering.md, "A draft").
     """
     root = _check_root(path)
-    violations, package = _analyse(root, support, lowered, draft)
+    violations, package = _analyse(root, support, draft)
     if violations:
         raise PackageError(root, violations)
     assert package is not None
