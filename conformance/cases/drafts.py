@@ -17,7 +17,8 @@ own beside the target's copy). Suites:
   leaves its graph's attention mask undeclared, a genai draft whose graph takes no mask, a
   genai draft with no KV cache, a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
   the document gives the draft); and a draft attached to a workflow package, which declares
-  its own proposer, is refused with any code (a misuse of the load call, not a rule broken).
+  its own proposer, or a workflow package given as the draft, is refused with any code (a
+  misuse of the load call, not a rule broken).
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ REFUSALS = (
     # a workflow package declares its own proposer: a draft attached to one is a misuse of
     # the load call (no rule of the package is broken), refused whatever the code
     Refusal("draft_attached_to_a_workflow_package", Pair("lowered_decoder", "genai_draft"), None),
+    # ... and so is a workflow package given as the draft (it is no bare decoder to propose)
+    Refusal("workflow_package_as_the_draft", Pair("genai_decoder", "lowered_decoder"), None),
     Refusal(
         "target_sampling_by_default",
         Pair("genai_decoder", "genai_draft",
