@@ -54,6 +54,10 @@ def _conversation(prompt_input="request.input_ids", tokens_output="tokens", **ce
     }
 
 
+# the lowered decoder's attention mask cell's contract
+_MASK = {"dtype": "int64", "rank": 2, "shape": ["batch", "mask_sequence"],
+         "batch_layout": {"kind": "request_aligned", "axis": 0}}  # fmt: skip
+
 MUTATIONS = (
     # E122: a growing cell of the batched loop that the decode contract does not read (the
     # lowered decoder's attention mask, with the decode step reading the prefill's instead)
@@ -61,6 +65,19 @@ MUTATIONS = (
              (Set((*WF, "steps", 0, "steps", 2, "inputs", "attention_mask"),
                   "prefill.attention_mask"),),
              "pipeline.workflow.steps[0].carried[6]", "batched growing cell the decoder does not mask"),
+    # ... and read by another component only (a binding copying it, first in the loop body):
+    # only an autoregressive-decode component's past KV or mask is padded
+    Mutation("E122", "lowered_decoder",
+             (Set((*WF, "steps", 0, "steps", 2, "inputs", "attention_mask"),
+                  "prefill.attention_mask"),
+              Set((*WF, "components", "peek"),
+                  {"implementation": {"kind": "binding"},
+                   "ports": {"inputs": {"m": _MASK}, "outputs": {"m": _MASK}}}),
+              Insert((*WF, "steps", 0, "steps"), 0,
+                     {"kind": "invoke", "component": "peek", "inputs": {"m": "attention_mask"},
+                      "outputs": {"m": "peek.m"}})),
+             "pipeline.workflow.steps[0].carried[6]",
+             "batched growing cell only another component reads"),
     Mutation("E122", "lowered_decoder",
              (Delete((*WF, "state", "generated", "contract", "batch_layout")),),
              "pipeline.workflow.steps[0].carried[3]", "batched cell without a request axis"),
