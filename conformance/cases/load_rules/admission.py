@@ -181,6 +181,14 @@ MUTATIONS = (
              "pipeline.workflow.manifest.capabilities", "loop iteration not in the manifest"),
     Mutation("H72", "speculative", (Set(CAPS, _without(SPEC_CAPS, "grammar_guidance_adapter")),),
              "pipeline.workflow.manifest.capabilities", "grammar adapter not in the manifest"),
+    # ... and so is an adapter's ABI when no component declares a contract of that id (which
+    # an adapter with actions needs: C20)
+    Mutation("H72", "speculative",
+             (Set(CAPS, _without(SPEC_CAPS, "grammar_guidance_adapter")),
+              *(Delete((*WF, "components", c, "contract"))
+                for c in ("grammar_lookahead", "grammar_commit"))),
+             "pipeline.workflow.manifest.capabilities",
+             "grammar adapters of no contract not in the manifest", also=("C20",)),
     Mutation("H72", "kv_decoder", (Set(CAPS, _without(KV_CAPS, "typed_emit")),),
              "pipeline.workflow.manifest.capabilities", "emit step not in the manifest"),
     # one mutation per capability the structure derives, each left out of a manifest that
