@@ -15,10 +15,10 @@ own beside the target's copy). Suites:
 - ``fail_closed/drafted/<note>``: a pair the draft cannot propose for is refused at load
   (H91): vocabularies of different sizes, a draft with a shorter context, a model.io draft that
   leaves its graph's attention mask undeclared, a genai draft whose graph takes no mask, a
-  genai draft with no KV cache, a target that samples by default, a target whose graph lies under ``draft/`` (the folder name
-  the document gives the draft); and a draft attached to a workflow package, which declares
-  its own proposer, or a workflow package given as the draft, is refused with any code (a
-  misuse of the load call, not a rule broken).
+  genai draft with no KV cache, a target that samples by default, a target whose graph lies
+  under ``draft/`` (the folder name the document gives the draft); and a draft attached to a
+  workflow package, which declares its own proposer, or a workflow package given as the
+  draft, is refused with any code (a misuse of the load call, not a rule broken).
 """
 
 from __future__ import annotations

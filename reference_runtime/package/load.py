@@ -208,8 +208,8 @@ def load_package(path, support: RuntimeSupport = REFERENCE_SUPPORT, draft=None) 
 
     A bare decoder (an onnxruntime-genai folder, a ``model.io`` document) is lowered to a
     workflow document (``reference_runtime.package.lowering``), validated in place of a
-    metadata file and never written anywhere. ``draft``, a bare decoder folder, is attached to the bare decoder at ``path`` as its
-    speculative draft (docs/lowering.md, "A draft").
+    metadata file and never written anywhere. ``draft``, a bare decoder folder, is attached to
+    the bare decoder at ``path`` as its speculative draft (docs/lowering.md, "A draft").
     """
     root = _check_root(path)
     violations, package = _analyse(root, support, draft)
