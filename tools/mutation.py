@@ -62,10 +62,11 @@ the cheapest and those running the rare lines near the change (``NEAR``) in turn
 the first failing case (``certify(..., fail_fast=True)``); no case at all when none runs them.
 The cases that killed earlier mutants of the same function, then of the same module, are tried
 first (at most ``HINTS``): the verdict is the same in any order, only sooner. A case that fails
-in the control run is never used. The control run is cached in ``--report-dir`` (``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/,
-fixtures/, goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and
-``CONTROL_FORMAT``): a run with the same KEY reuses the cases it holds and runs only those it
-lacks (the progress says which). ``--no-coverage`` skips the control run: the group's suites
+in the control run is never used. The control run is cached in ``--report-dir``
+(``control-KEY.json.gz``, KEY a hash of the runtime's sources, conformance/, fixtures/,
+goldens/, the versions of Python, numpy, onnx and ONNX Runtime, and ``CONTROL_FORMAT``): a run
+with the same KEY reuses the cases it holds and runs only those it lacks (the progress says
+which). ``--no-coverage`` skips the control run: the group's suites
 run in order (a validator module's own rule families first among the fail-closed cases), at
 most ``--max-cases`` of them, and a kill counts once the killing case passes on the unmutated
 copy.
